@@ -15,6 +15,7 @@
 #include <variant>
 #include <vector>
 
+#include "cera/error.h"
 #include "format/ggml_type.h"
 #include "format/mapped_file.h"
 
@@ -59,6 +60,9 @@ class File {
  public:
   // Opens and validates. Throws cera::Error (Io, NotFound, BadFormat, Unsupported).
   static std::unique_ptr<File> open(const std::string& path);
+  // Parses bytes already in memory (tests, fuzzing). The caller keeps `data` alive as long as the
+  // File; `name` stands in for the path in error messages.
+  static std::unique_ptr<File> open_memory(const void* data, size_t size, std::string name);
 
   const std::string& path() const { return map_.path(); }
   uint32_t version() const { return version_; }
@@ -100,6 +104,8 @@ class File {
  private:
   explicit File(MappedFile map) : map_(std::move(map)) {}
   void parse();
+  [[noreturn]] void fail(ErrorCode code, const std::string& message) const;  // prefixes the path
+  const Value& require(std::string_view key) const;
 
   MappedFile map_;
   uint32_t version_ = 0;
@@ -129,6 +135,7 @@ class Writer {
   // data must hold ggml_row_bytes(type, ne[0]) * rows bytes; it is copied.
   void add_tensor(std::string name, GgmlType type, std::vector<int64_t> ne, const void* data, size_t nbytes);
 
+  std::vector<uint8_t> to_bytes() const;      // the whole file; throws Error(InvalidArgument)
   void write(const std::string& path) const;  // throws Error(Io)
 
  private:

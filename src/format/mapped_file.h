@@ -16,6 +16,10 @@ class MappedFile {
   MappedFile(MappedFile&& other) noexcept;
   MappedFile& operator=(MappedFile&& other) noexcept;
 
+  // A view of bytes the caller keeps alive for the object's lifetime (tests, fuzzing, data already
+  // in memory). Nothing is mapped or freed; `name` stands in for the path in error messages.
+  static MappedFile borrow(const void* data, size_t size, std::string name);
+
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
@@ -24,6 +28,10 @@ class MappedFile {
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  bool mapped_ = false;  // true when data_ came from mmap and must be unmapped
+
+  MappedFile() = default;
+  void release() noexcept;
 };
 
 }  // namespace cera

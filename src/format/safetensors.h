@@ -32,6 +32,8 @@ struct TensorView {
 class File {
  public:
   static std::unique_ptr<File> open(const std::string& path);  // throws cera::Error
+  // Parses bytes already in memory (tests); the caller keeps `data` alive as long as the File.
+  static std::unique_ptr<File> open_memory(const void* data, size_t size, std::string name);
   const std::vector<TensorView>& tensors() const { return tensors_; }
   const TensorView* find(std::string_view name) const;
   const TensorView& get(std::string_view name) const;  // throws Error(NotFound)
@@ -40,6 +42,7 @@ class File {
 
  private:
   explicit File(MappedFile map) : map_(std::move(map)) {}
+  void parse();
   MappedFile map_;
   std::vector<TensorView> tensors_;
   std::map<std::string, std::string> metadata_;
@@ -50,6 +53,8 @@ class Writer {
  public:
   void add(std::string name, Dtype dtype, std::vector<int64_t> shape, const void* data, size_t nbytes);
   void add_f32(std::string name, std::vector<int64_t> shape, const float* data);
+  void set_metadata(std::string key, std::string value);  // the "__metadata__" map
+  std::vector<uint8_t> to_bytes() const;
   void write(const std::string& path) const;  // throws Error(Io)
 
  private:
@@ -60,6 +65,7 @@ class Writer {
     std::vector<uint8_t> bytes;
   };
   std::vector<Entry> entries_;
+  std::map<std::string, std::string> metadata_;
 };
 
 }  // namespace cera::safetensors
