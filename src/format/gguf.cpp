@@ -161,10 +161,13 @@ double read_float(Cursor& c, ValueType t) {
   return c.read<double>("float64 value");
 }
 
+// The count was checked against the bytes left, but elements widen in memory (a u8 becomes 8
+// bytes, a string 32+), so reserve only up to a cap and let a lying count fail on the data.
 template <typename T, typename ReadOne>
 std::vector<T> read_elements(uint64_t count, ReadOne read_one) {
+  constexpr uint64_t kMaxReserve = uint64_t(1) << 20;
   std::vector<T> out;
-  out.reserve(size_t(count));
+  out.reserve(size_t(std::min(count, kMaxReserve)));
   for (uint64_t i = 0; i < count; ++i) out.push_back(read_one());
   return out;
 }
