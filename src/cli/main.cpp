@@ -1,1 +1,35 @@
-int main() { return 0; }
+// `cera`: run, inspect and benchmark LLMs. Every subcommand has --help.
+#include <cstdio>
+#include <vector>
+
+#include "cera/error.h"
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"cera — a fast LLM inference engine (LFM2, llama, qwen, granite; GGUF)", "cera"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "cera 0.1.0");
+  app.footer("Run `cera COMMAND --help` for the flags of a command.");
+  const std::vector<cera::cli::Command> commands = {
+      cera::cli::add_run_command(app),     cera::cli::add_logits_command(app),
+      cera::cli::add_tokenize_command(app), cera::cli::add_inspect_command(app),
+      cera::cli::add_bench_command(app),
+  };
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (const auto& c : commands)
+      if (c.app->parsed()) return c.run();
+  } catch (const cera::Error& e) {
+    std::fprintf(stderr, "cera: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cera: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

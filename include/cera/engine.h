@@ -1,0 +1,102 @@
+// The public C++ API: an Engine owns a loaded model (weights on a backend, tokenizer, per-sequence
+// state); a Session is one sequence of tokens being extended, prompt then generated tokens.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cera/error.h"
+#include "cera/sampling.h"
+
+namespace cera {
+
+struct EngineOptions {
+  std::string model_path;    // a GGUF file
+  int32_t n_threads = 0;     // 0: all hardware threads
+  int32_t n_ctx = 4096;      // tokens per sequence (KV memory is sized from this)
+  int32_t n_batch = 512;     // largest number of tokens in one forward step (prefill chunk)
+  int32_t n_seq_max = 1;     // sequences alive at once
+};
+
+struct ModelInfo {
+  std::string arch;
+  std::string name;
+  int32_t n_layer = 0;
+  int32_t n_embd = 0;
+  int32_t n_vocab = 0;
+  int32_t n_ctx_train = 0;
+  uint64_t n_params = 0;
+  uint64_t weight_bytes = 0;  // bytes of all tensors in the file
+  std::string backend;
+};
+
+class Engine;
+
+enum class FinishReason { None, Length, EndOfGeneration, Cancelled };
+
+struct GenerateOptions {
+  int32_t max_tokens = 128;  // -1: until end of generation or context full
+  SamplingParams sampling;
+  bool ignore_eos = false;
+};
+
+// Called for every generated token with its id and the text it completes (possibly empty while a
+// UTF-8 character is split across tokens); at the end, text still held back comes with token -1.
+// Return false to stop.
+using TokenCallback = std::function<bool(int32_t token, std::string_view text)>;
+
+class Session {
+ public:
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Feeds tokens (prefill in chunks of n_batch). With all_logits the logits of every fed token are
+  // kept (see logits()), otherwise only those of the last.
+  void append(std::span<const int32_t> tokens, bool all_logits = false);
+  // Logits of the tokens fed by the last append: [n, n_vocab] row-major (n = 1 unless all_logits).
+  std::span<const float> logits() const;
+  std::span<const float> last_logits() const;
+  int32_t position() const;  // tokens processed so far
+  void reset();              // back to an empty sequence
+
+  // Samples up to max_tokens tokens after what was appended, feeding each back.
+  FinishReason generate(const GenerateOptions& options, const TokenCallback& on_token);
+
+ private:
+  friend class Engine;
+  struct Impl;
+  explicit Session(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+class Engine {
+ public:
+  static std::unique_ptr<Engine> load(const EngineOptions& options);  // throws cera::Error
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const ModelInfo& info() const;
+  const EngineOptions& options() const;
+
+  std::vector<int32_t> tokenize(std::string_view text, bool add_special = true, bool parse_special = false) const;
+  std::string token_to_piece(int32_t token) const;
+  std::string detokenize(std::span<const int32_t> tokens) const;
+  bool is_end_of_generation(int32_t token) const;
+
+  std::unique_ptr<Session> new_session();
+
+ private:
+  friend class Session;
+  struct Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cera

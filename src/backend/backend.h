@@ -1,0 +1,144 @@
+// The op interface every backend implements (DESIGN.md §3). A model's forward pass is written once
+// against it; the CPU backend is the reference, and CUDA/Vulkan implement the same ops.
+//
+// Shape of a step, chosen so a GPU backend can capture a whole decode step in one graph:
+//   1. set_step(StepInputs)  — copies the step's metadata (token ids, positions, per-sequence ranges,
+//      KV block tables, conv-state slots) into backend-owned buffers at fixed addresses;
+//   2. the model calls ops on activation tensors the backend allocated once (alloc);
+//   3. read_output() copies the logits back.
+// Ops never take host pointers to per-step data, so step 2 replays identically for every step of the
+// same token count: a CUDA backend records it once per bucket and replays it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "format/ggml_type.h"
+
+namespace cera {
+
+// A 2-D row-major view of backend memory: rows × cols, cols contiguous. Activations are F32;
+// weights keep the type stored in the file (cols is then a multiple of the block size).
+struct Tensor {
+  void* data = nullptr;
+  GgmlType type = GgmlType::F32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  size_t row_bytes = 0;  // stride between rows
+
+  bool valid() const { return data != nullptr; }
+  float* f32() const { return static_cast<float*>(data); }
+  float* row(int64_t r) const { return reinterpret_cast<float*>(static_cast<char*>(data) + r * row_bytes); }
+  // The first n rows (a smaller batch reusing the same buffer).
+  Tensor first_rows(int64_t n) const { Tensor t = *this; t.rows = n; return t; }
+  // Columns [c0, c0+n) of an F32 tensor, keeping the row stride.
+  Tensor cols_slice(int64_t c0, int64_t n) const {
+    Tensor t = *this;
+    t.data = static_cast<float*>(data) + c0;
+    t.cols = n;
+    return t;
+  }
+};
+
+// One sequence's part of a step. Its tokens are rows [first_token, first_token + n_tokens) of the
+// batch, at positions n_past, n_past+1, ...
+struct StepSequence {
+  int32_t first_token = 0;
+  int32_t n_tokens = 0;
+  int32_t n_past = 0;           // tokens already in its KV cache / conv state
+  int32_t conv_slot = -1;       // its conv-state slot (LFM2), -1 if the model has none
+  std::span<const int32_t> kv_blocks;  // its KV block table (covers n_past + n_tokens positions)
+};
+
+struct StepInputs {
+  std::span<const int32_t> tokens;     // [T]
+  std::span<const int32_t> positions;  // [T]
+  std::span<const StepSequence> sequences;
+  std::span<const int32_t> output_rows;  // batch rows whose logits are wanted, in output order
+};
+
+// What per-sequence state the model needs; the backend allocates the memory, the runtime decides
+// which slot/block belongs to whom.
+struct StateLayout {
+  int32_t n_attention_layers = 0;
+  int32_t kv_dim = 0;         // n_head_kv * head_dim per attention layer
+  int32_t kv_block_size = 0;  // tokens per KV block
+  int32_t n_kv_blocks = 0;    // blocks per attention layer
+  int32_t n_conv_layers = 0;
+  int32_t conv_state_dim = 0;  // (L-1) * D per conv layer
+  int32_t n_conv_slots = 0;
+};
+
+struct RopeParams {
+  int32_t n_rot = 0;            // rotated dims per head (head_dim unless partial)
+  bool neox = true;             // NEOX (halves) or NORMAL (adjacent pairs), MODELS.md §5.2
+  float freq_base = 10000.f;
+  float freq_scale = 1.f;
+  const float* freq_factors = nullptr;  // optional [n_rot/2] (Llama-3 rope_freqs), host memory
+};
+
+struct AttentionParams {
+  int32_t n_head = 0;
+  int32_t n_head_kv = 0;
+  int32_t head_dim = 0;
+  float scale = 0.f;  // softmax scale, usually 1/sqrt(head_dim)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // ---- memory
+  // Makes a weight usable by this backend. `data` points into the model file's map and stays valid
+  // for the backend's lifetime; the CPU backend uses it in place (no copy, no dequantized copy).
+  virtual Tensor upload_weight(GgmlType type, int64_t rows, int64_t cols, const void* data) = 0;
+  // An F32 activation buffer of rows × cols, owned by the backend.
+  virtual Tensor alloc(int64_t rows, int64_t cols) = 0;
+  virtual void configure_state(const StateLayout& layout) = 0;
+  virtual void clear_conv_slot(int32_t slot) = 0;
+  virtual void copy_conv_slot(int32_t src, int32_t dst) = 0;
+  virtual void copy_kv_block(int32_t src, int32_t dst) = 0;  // all attention layers
+
+  // ---- a step
+  virtual void set_step(const StepInputs& inputs) = 0;
+  // Copies `t` (F32) to host memory, row by row.
+  virtual void read(const Tensor& t, float* host) = 0;
+
+  // ---- ops (all on the current step's T rows unless the tensor says fewer)
+  // out[t] = table row tokens[t] (dequantized).
+  virtual void embed(const Tensor& table, Tensor out) = 0;
+  // out = w ⊙ x / sqrt(mean(x²) + eps), per row. x and out may alias.
+  virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor out) = 0;
+  // x += delta (residual add); then out = rms_norm(x). Fused because every layer ends this way.
+  virtual void add_rms_norm(Tensor x, const Tensor& delta, const Tensor& w, float eps, Tensor out) = 0;
+  virtual void add(Tensor x, const Tensor& delta) = 0;  // x += delta
+  virtual void scale(Tensor x, float s) = 0;            // x *= s
+  // ys[i] = x · ws[i]ᵀ for each i, converting x to the kernels' activation format once.
+  virtual void matmul(const Tensor& x, std::span<const Tensor> ws, std::span<Tensor> ys) = 0;
+  void matmul(const Tensor& x, const Tensor& w, Tensor y) { matmul(x, {&w, 1}, {&y, 1}); }
+  // out = silu(gate) ⊙ up
+  virtual void swiglu(const Tensor& gate, const Tensor& up, Tensor out) = 0;
+  // Adds a bias row to every row of x.
+  virtual void add_bias(Tensor x, const Tensor& bias) = 0;
+  // Per-head RMSNorm (if norm weights are given) then RoPE at the step positions, in place.
+  // q: [T, n_head*head_dim], k: [T, n_head_kv*head_dim].
+  virtual void qk_norm_rope(Tensor q, Tensor k, const Tensor* q_norm, const Tensor* k_norm, float eps,
+                            const AttentionParams& attn, const RopeParams& rope) = 0;
+  // Stores k, v of the step's tokens into attention layer `kv_layer`'s paged cache, then computes
+  // causal GQA attention of q over each sequence's cached + new keys. out: [T, n_head*head_dim].
+  virtual void attention(int32_t kv_layer, const Tensor& q, const Tensor& k, const Tensor& v, Tensor out,
+                         const AttentionParams& params) = 0;
+  // LFM2 gated short conv for every sequence of the step (MODELS.md §3.5): bcx [T, 3D] = (B, C, X);
+  // out [T, D] = C ⊙ conv(B ⊙ X) with conv layer `conv_layer`'s per-sequence state, updated.
+  // w: [D, L] F32 kernel.
+  virtual void short_conv(int32_t conv_layer, const Tensor& bcx, const Tensor& w, Tensor out) = 0;
+  // out[i] = x[output_rows[i]]: picks the rows whose logits are wanted.
+  virtual void gather_output_rows(const Tensor& x, Tensor out) = 0;
+};
+
+}  // namespace cera

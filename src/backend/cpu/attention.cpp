@@ -1,0 +1,81 @@
+// Causal GQA attention over the paged KV cache, one pass with an online softmax (flash-style), so
+// memory stays O(head_dim) per (token, head) whatever the context length.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/ops.h"
+
+namespace cera::cpu {
+namespace {
+
+float dot(const float* a, const float* b, int32_t n) {
+  float s = 0.f;
+  for (int32_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+}  // namespace
+
+void attention(ThreadPool& pool, const KvLayerView& kv, std::span<const StepSequence> seqs, const Tensor& q,
+               const Tensor& k, const Tensor& v, Tensor out, const AttentionParams& p) {
+  const int32_t d = p.head_dim;
+  const int32_t group = p.n_head / p.n_head_kv;
+  const int32_t bs = kv.block_size;
+
+  // 1. Append the new keys/values to each sequence's blocks.
+  for (const auto& s : seqs) {
+    for (int32_t t = 0; t < s.n_tokens; ++t) {
+      const int32_t pos = s.n_past + t;
+      const int32_t block = s.kv_blocks[pos / bs];
+      std::memcpy(kv.k(block, pos % bs), k.row(s.first_token + t), sizeof(float) * kv.kv_dim);
+      std::memcpy(kv.v(block, pos % bs), v.row(s.first_token + t), sizeof(float) * kv.kv_dim);
+    }
+  }
+
+  // 2. Work items: (sequence, token, head).
+  struct Item {
+    int32_t seq, token;
+  };
+  std::vector<Item> items;
+  for (int32_t si = 0; si < int32_t(seqs.size()); ++si)
+    for (int32_t t = 0; t < seqs[si].n_tokens; ++t) items.push_back({si, t});
+
+  const int64_t n_work = int64_t(items.size()) * p.n_head;
+  pool.parallel_for(n_work, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> acc(d);
+    for (int64_t w = begin; w < end; ++w) {
+      const Item& it = items[w / p.n_head];
+      const int32_t h = int32_t(w % p.n_head);
+      const StepSequence& s = seqs[it.seq];
+      const int32_t row = s.first_token + it.token;
+      const int32_t n_keys = s.n_past + it.token + 1;  // causal: keys at positions <= own
+      const float* qh = q.row(row) + h * d;
+      const int32_t kvh = h / group;
+
+      float m = -INFINITY, l = 0.f;
+      std::fill(acc.begin(), acc.end(), 0.f);
+      for (int32_t pos = 0; pos < n_keys; ++pos) {
+        const int32_t block = s.kv_blocks[pos / bs];
+        const float* kp = kv.k(block, pos % bs) + kvh * d;
+        const float* vp = kv.v(block, pos % bs) + kvh * d;
+        const float score = dot(qh, kp, d) * p.scale;
+        if (score > m) {
+          const float correction = std::exp(m - score);
+          for (int32_t i = 0; i < d; ++i) acc[i] *= correction;
+          l *= correction;
+          m = score;
+        }
+        const float e = std::exp(score - m);
+        l += e;
+        for (int32_t i = 0; i < d; ++i) acc[i] += e * vp[i];
+      }
+      float* o = out.row(row) + h * d;
+      const float inv = 1.f / l;
+      for (int32_t i = 0; i < d; ++i) o[i] = acc[i] * inv;
+    }
+  });
+}
+
+}  // namespace cera::cpu

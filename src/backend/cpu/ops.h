@@ -1,0 +1,51 @@
+// The CPU implementations of the backend ops, as plain functions over host memory. They are also
+// the reference the GPU backends are tested against, so they favour clarity; the hot one (matmul)
+// dispatches to SIMD kernels, the rest are simple loops the compiler vectorises.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "backend/backend.h"
+#include "backend/cpu/thread_pool.h"
+
+namespace cera::cpu {
+
+// Paged KV memory of one attention layer: blocks of `block_size` tokens, each holding K then V as
+// [block_size][kv_dim] f32.
+struct KvLayerView {
+  float* base = nullptr;
+  int32_t block_size = 0;
+  int32_t kv_dim = 0;
+  float* k(int32_t block, int32_t slot) const {
+    return base + (size_t(block) * 2 * block_size + slot) * kv_dim;
+  }
+  float* v(int32_t block, int32_t slot) const {
+    return base + (size_t(block) * 2 * block_size + block_size + slot) * kv_dim;
+  }
+};
+
+void rms_norm_row(const float* x, const float* w, float eps, float* out, int64_t n);
+void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+
+// RoPE (MODELS.md §5) in three steps so the trigonometry is done once per token, not per head:
+// inverse frequencies once per call, cos/sin once per position, then a rotation per head.
+void rope_inv_freq(const RopeParams& rope, double* inv_freq);  // [n_rot/2]
+void rope_cos_sin(const double* inv_freq, int32_t n_rot, int32_t position, float* cos_out, float* sin_out);
+void rope_apply(float* head, const float* cos_t, const float* sin_t, int32_t n_rot, bool neox);
+
+// Writes the step's k, v into the paged cache and computes attention for every token of every
+// sequence (causal, GQA). Parallel over (token, head).
+void attention(ThreadPool& pool, const KvLayerView& kv, std::span<const StepSequence> seqs,
+               const Tensor& q, const Tensor& k, const Tensor& v, Tensor out, const AttentionParams& p);
+
+// LFM2 short conv over every sequence; `state` holds n_slots × (L-1) × D floats for this layer,
+// laid out [slot][L-1][D] (oldest first).
+void short_conv(ThreadPool& pool, std::span<const StepSequence> seqs, const Tensor& bcx, const Tensor& w,
+                float* state, Tensor out);
+
+// ys[i] = x · ws[i]ᵀ, quantizing x to the activation format once per distinct format.
+void matmul(ThreadPool& pool, const Tensor& x, std::span<const Tensor> ws, std::span<Tensor> ys);
+
+}  // namespace cera::cpu

@@ -1,0 +1,110 @@
+// `cera bench`: llama-bench style speed rows — ppN (prompt processing of N tokens in batched
+// steps) and tgN (N single-token decode steps) in tokens/s ± stddev over -r repetitions, plus the
+// weight bytes streamed per second for decode (the bound on a CPU is memory bandwidth).
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <random>
+
+#include "cli/commands.h"
+#include "cli/common_flags.h"
+
+namespace cera::cli {
+
+namespace {
+struct BenchFlags {
+  ModelFlags model;
+  std::vector<int32_t> n_prompt{512};
+  std::vector<int32_t> n_gen{128};
+  int32_t repetitions = 5;
+};
+
+struct Stats {
+  double mean = 0, stddev = 0;
+};
+
+Stats stats(const std::vector<double>& v) {
+  Stats s;
+  for (double x : v) s.mean += x;
+  s.mean /= double(v.size());
+  for (double x : v) s.stddev += (x - s.mean) * (x - s.mean);
+  s.stddev = v.size() > 1 ? std::sqrt(s.stddev / double(v.size() - 1)) : 0;
+  return s;
+}
+
+std::string human_size(uint64_t bytes) {
+  char buf[32];
+  if (bytes >= (1ull << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / (1ull << 30));
+  else std::snprintf(buf, sizeof buf, "%.2f MiB", double(bytes) / (1ull << 20));
+  return buf;
+}
+}  // namespace
+
+Command add_bench_command(CLI::App& app) {
+  auto f = std::make_shared<BenchFlags>();
+  CLI::App* cmd = app.add_subcommand("bench", "measure prompt processing (ppN) and generation (tgN) speed");
+  add_model_flags(*cmd, f->model);
+  cmd->add_option("-p,--n-prompt", f->n_prompt, "prompt lengths to test (0 to skip)")->delimiter(',')->capture_default_str();
+  cmd->add_option("-n,--n-gen", f->n_gen, "generation lengths to test (0 to skip)")->delimiter(',')->capture_default_str();
+  cmd->add_option("-r,--repetitions", f->repetitions, "repetitions of each test")->capture_default_str()->check(CLI::PositiveNumber);
+  return {cmd, [f]() {
+            EngineOptions eo = f->model.engine;
+            int32_t longest = 1;
+            for (int32_t n : f->n_prompt) longest = std::max(longest, n);
+            for (int32_t n : f->n_gen) longest = std::max(longest, n + 1);
+            eo.n_ctx = std::max(eo.n_ctx, longest);
+            auto engine = Engine::load(eo);
+            const ModelInfo& info = engine->info();
+            std::mt19937 rng(42);
+            std::uniform_int_distribution<int32_t> any_token(0, info.n_vocab - 1);
+            using clock = std::chrono::steady_clock;
+
+            std::printf("| model | size | params | backend | test | t/s | GB/s |\n");
+            std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
+            auto row = [&](const std::string& test, const std::vector<double>& tps, bool decode) {
+              const Stats s = stats(tps);
+              char gbs[32] = "";
+              // Decode streams every weight once per token (the tied LM head included).
+              if (decode) std::snprintf(gbs, sizeof gbs, "%.1f", s.mean * double(info.weight_bytes) / 1e9);
+              std::printf("| %s %s | %s | %.2f M | %s | %s | %.2f ± %.2f | %s |\n", info.arch.c_str(), info.name.c_str(),
+                          human_size(info.weight_bytes).c_str(), double(info.n_params) / 1e6, info.backend.c_str(),
+                          test.c_str(), s.mean, s.stddev, gbs);
+              std::fflush(stdout);
+            };
+
+            for (int32_t n : f->n_prompt) {
+              if (n <= 0) continue;
+              std::vector<int32_t> prompt(static_cast<size_t>(n));
+              for (auto& t : prompt) t = any_token(rng);
+              std::vector<double> tps;
+              for (int32_t r = -1; r < f->repetitions; ++r) {  // r = -1: warm-up
+                auto session = engine->new_session();
+                const auto t0 = clock::now();
+                session->append(prompt);
+                const double s = std::chrono::duration<double>(clock::now() - t0).count();
+                if (r >= 0) tps.push_back(n / s);
+              }
+              row("pp" + std::to_string(n), tps, false);
+            }
+            for (int32_t n : f->n_gen) {
+              if (n <= 0) continue;
+              std::vector<double> tps;
+              for (int32_t r = -1; r < f->repetitions; ++r) {
+                auto session = engine->new_session();
+                int32_t token = any_token(rng);
+                const auto t0 = clock::now();
+                for (int32_t i = 0; i < n; ++i) {
+                  session->append({&token, 1});
+                  token = any_token(rng);
+                }
+                const double s = std::chrono::duration<double>(clock::now() - t0).count();
+                if (r >= 0) tps.push_back(n / s);
+              }
+              row("tg" + std::to_string(n), tps, true);
+            }
+            return 0;
+          }};
+}
+
+}  // namespace cera::cli

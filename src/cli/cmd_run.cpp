@@ -1,0 +1,77 @@
+// `cera run`: generate text from a prompt. stdout carries only the generated text (pipeable);
+// logs and timings go to stderr.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/common_flags.h"
+#include "cli/default_model.h"
+
+namespace cera::cli {
+
+namespace {
+struct RunFlags {
+  ModelFlags model;
+  std::string prompt;
+  std::string prompt_file;
+  int32_t n_predict = 128;
+  GenerateOptions gen;
+  bool verbose = false;
+};
+}  // namespace
+
+Command add_run_command(CLI::App& app) {
+  auto f = std::make_shared<RunFlags>();
+  CLI::App* cmd = app.add_subcommand("run", "generate text from a prompt");
+  add_model_flags(*cmd, f->model, /*model_required=*/false);
+  cmd->add_option("-p,--prompt", f->prompt, "prompt text");
+  cmd->add_option("-f,--file", f->prompt_file, "read the prompt from a file");
+  cmd->add_option("-n,--n-predict", f->n_predict, "tokens to generate (-1: until end of text)")->capture_default_str();
+  cmd->add_option("--temp", f->gen.sampling.temperature, "temperature (0: greedy)")->capture_default_str();
+  cmd->add_option("--top-k", f->gen.sampling.top_k, "top-k sampling (0: off)")->capture_default_str();
+  cmd->add_option("--top-p", f->gen.sampling.top_p, "top-p sampling (1.0: off)")->capture_default_str();
+  cmd->add_option("--min-p", f->gen.sampling.min_p, "min-p sampling (0.0: off)")->capture_default_str();
+  cmd->add_option("-s,--seed", f->gen.sampling.seed, "random seed (default: random)");
+  cmd->add_flag("--ignore-eos", f->gen.ignore_eos, "keep generating after an end-of-text token");
+  cmd->add_flag("-v,--verbose", f->verbose, "print model and timing details to stderr");
+  cmd->footer("Without -m, the embedded default model is used (" + default_model_description() + ").");
+
+  return {cmd, [f]() {
+            if (f->model.engine.model_path.empty()) f->model.engine.model_path = default_model_path();
+            std::string prompt = f->prompt;
+            if (!f->prompt_file.empty()) prompt = read_file(f->prompt_file);
+            if (prompt.empty()) throw Error(ErrorCode::InvalidArgument, "no prompt given (use -p TEXT or -f FILE)");
+            f->gen.max_tokens = f->n_predict;
+
+            using clock = std::chrono::steady_clock;
+            const auto t0 = clock::now();
+            auto engine = Engine::load(f->model.engine);
+            if (f->verbose)
+              std::fprintf(stderr, "cera: %s (%s, %d layers) on %s\n", engine->info().name.c_str(),
+                           engine->info().arch.c_str(), engine->info().n_layer, engine->info().backend.c_str());
+            const std::vector<int32_t> ids = engine->tokenize(prompt, /*add_special=*/true, /*parse_special=*/false);
+            auto session = engine->new_session();
+            const auto t1 = clock::now();
+            session->append(ids);
+            const auto t2 = clock::now();
+            int32_t generated = 0;
+            const FinishReason reason = session->generate(f->gen, [&](int32_t token, std::string_view text) {
+              if (token >= 0) ++generated;
+              std::fwrite(text.data(), 1, text.size(), stdout);
+              std::fflush(stdout);
+              return true;
+            });
+            std::fputc('\n', stdout);
+            const auto t3 = clock::now();
+            auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
+            std::fprintf(stderr, "cera: prompt %zu tokens in %.2f s (%.1f t/s), generated %d tokens in %.2f s (%.1f t/s)%s\n",
+                         ids.size(), secs(t1, t2), double(ids.size()) / secs(t1, t2), generated, secs(t2, t3),
+                         generated / std::max(1e-9, secs(t2, t3)),
+                         reason == FinishReason::EndOfGeneration ? ", stopped at end of text" : "");
+            (void)t0;
+            return 0;
+          }};
+}
+
+}  // namespace cera::cli

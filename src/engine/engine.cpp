@@ -1,0 +1,99 @@
+#include <algorithm>
+#include <thread>
+
+#include "backend/cpu/cpu_backend.h"
+#include "engine/engine_impl.h"
+
+namespace cera {
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
+  if (options.model_path.empty())
+    throw Error(ErrorCode::InvalidArgument, "no model given (pass a GGUF file with -m)");
+  if (options.n_ctx <= 0) throw Error(ErrorCode::InvalidArgument, "context size must be positive");
+  if (options.n_batch <= 0) throw Error(ErrorCode::InvalidArgument, "batch size must be positive");
+  if (options.n_seq_max <= 0) throw Error(ErrorCode::InvalidArgument, "sequence count must be positive");
+
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->file = gguf::File::open(options.model_path);
+  CpuBackendOptions bo;
+  bo.n_threads = options.n_threads;
+  impl->backend = make_cpu_backend(bo);
+  ModelOptions mo;
+  mo.max_batch_tokens = std::min(options.n_batch, options.n_ctx * options.n_seq_max);
+  impl->model = load_model(*impl->file, *impl->backend, mo);
+  impl->tokenizer = std::make_unique<Tokenizer>(vocab_from_gguf(*impl->file));
+
+  const ModelHparams& hp = impl->model->hparams();
+  runtime::SequenceStoreConfig sc;
+  sc.kv_block_size = 32;
+  const int32_t blocks_per_seq = (options.n_ctx + sc.kv_block_size - 1) / sc.kv_block_size;
+  sc.n_kv_blocks = blocks_per_seq * options.n_seq_max;
+  sc.n_slots = options.n_seq_max;
+  impl->sequences = std::make_unique<runtime::SequenceStore>(sc);
+  impl->backend->configure_state(impl->model->state_layout(sc.kv_block_size, sc.n_kv_blocks, sc.n_slots));
+
+  ModelInfo& info = impl->info;
+  info.arch = hp.arch;
+  info.name = hp.name;
+  info.n_layer = hp.n_layer;
+  info.n_embd = hp.n_embd;
+  info.n_vocab = hp.n_vocab;
+  info.n_ctx_train = hp.n_ctx_train;
+  for (const auto& t : impl->file->tensors()) {
+    info.n_params += uint64_t(t.n_elements());
+    info.weight_bytes += t.nbytes;
+  }
+  info.backend = impl->backend->name();
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+const ModelInfo& Engine::info() const { return impl_->info; }
+const EngineOptions& Engine::options() const { return impl_->options; }
+
+std::vector<int32_t> Engine::tokenize(std::string_view text, bool add_special, bool parse_special) const {
+  return impl_->tokenizer->encode(text, add_special, parse_special);
+}
+
+std::string Engine::token_to_piece(int32_t token) const { return impl_->tokenizer->token_to_piece(token); }
+
+std::string Engine::detokenize(std::span<const int32_t> tokens) const { return impl_->tokenizer->decode(tokens); }
+
+bool Engine::is_end_of_generation(int32_t token) const { return impl_->tokenizer->is_eog(token); }
+
+void Engine::Impl::step(std::span<const SeqInput> inputs, std::vector<float>& logits_out) {
+  std::vector<int32_t> tokens, positions, output_rows;
+  std::vector<StepSequence> seqs;
+  for (const SeqInput& in : inputs) {
+    runtime::SequenceState& s = sequences->get(in.seq_id);
+    const int32_t n = int32_t(in.tokens.size());
+    if (s.n_past + n > options.n_ctx)
+      throw Error(ErrorCode::OutOfRange, "context is full: " + std::to_string(s.n_past + n) +
+                                             " tokens exceed the context size of " +
+                                             std::to_string(options.n_ctx) + " (raise it with -c)");
+    sequences->reserve(in.seq_id, s.n_past + n);
+    StepSequence ss;
+    ss.first_token = int32_t(tokens.size());
+    ss.n_tokens = n;
+    ss.n_past = s.n_past;
+    ss.conv_slot = s.conv_slot;
+    ss.kv_blocks = s.blocks;
+    seqs.push_back(ss);
+    for (int32_t i = 0; i < n; ++i) {
+      if (in.all_logits || i == n - 1) output_rows.push_back(int32_t(tokens.size()));
+      tokens.push_back(in.tokens[size_t(i)]);
+      positions.push_back(s.n_past + i);
+    }
+  }
+  StepInputs si{tokens, positions, seqs, output_rows};
+  backend->set_step(si);
+  Tensor logits = model->forward(int32_t(tokens.size()), int32_t(output_rows.size()));
+  logits_out.resize(size_t(logits.rows * logits.cols));
+  backend->read(logits, logits_out.data());
+  for (const SeqInput& in : inputs) sequences->get(in.seq_id).n_past += int32_t(in.tokens.size());
+}
+
+}  // namespace cera

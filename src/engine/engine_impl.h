@@ -1,0 +1,36 @@
+// What an Engine holds: the file, the backend with the model's weights, the tokenizer, and the
+// per-sequence state store. Session and the CLI's bench reach in through this header.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "cera/engine.h"
+#include "format/gguf.h"
+#include "model/model.h"
+#include "runtime/sequence_store.h"
+#include "tokenizer/tokenizer.h"
+
+namespace cera {
+
+struct Engine::Impl {
+  EngineOptions options;
+  ModelInfo info;
+  std::unique_ptr<gguf::File> file;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<runtime::SequenceStore> sequences;
+
+  // One forward step over several sequences: seq_ids[i] gets tokens[i] (appended at its position).
+  // Returns the logits of the requested outputs, [n_outputs, n_vocab] on the host.
+  struct SeqInput {
+    int32_t seq_id;
+    std::span<const int32_t> tokens;
+    bool all_logits;  // else only the last token's
+  };
+  void step(std::span<const SeqInput> inputs, std::vector<float>& logits_out);
+};
+
+}  // namespace cera

@@ -1,0 +1,57 @@
+// A model = hyper-parameters + weights on a backend + one forward pass written against the
+// backend op interface. Architectures register a loader by their GGUF `general.architecture`.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "format/gguf.h"
+
+namespace cera {
+
+struct ModelHparams {
+  std::string arch;
+  std::string name;
+  int32_t n_layer = 0;
+  int32_t n_embd = 0;
+  int32_t n_head = 0;
+  int32_t head_dim = 0;
+  std::vector<int32_t> n_head_kv;  // per layer (LFM2: 0 marks a conv layer)
+  std::vector<int32_t> n_ff;       // per layer
+  int32_t n_vocab = 0;
+  int32_t n_ctx_train = 0;
+  float norm_eps = 1e-5f;
+  float rope_base = 10000.f;
+  int32_t conv_kernel = 0;  // LFM2 shortconv.l_cache
+};
+
+struct ModelOptions {
+  int32_t max_batch_tokens = 512;  // rows of the largest step (prefill chunk)
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelHparams& hparams() const = 0;
+  // Per-sequence state this architecture needs, for the given KV pool and number of slots.
+  virtual StateLayout state_layout(int32_t kv_block_size, int32_t n_kv_blocks, int32_t n_slots) const = 0;
+  int32_t max_batch_tokens() const { return max_batch_tokens_; }
+  // Runs the step whose inputs were handed to backend().set_step(); returns the logits of the
+  // step's output rows, [n_outputs, n_vocab], in backend memory.
+  virtual Tensor forward(int32_t n_tokens, int32_t n_outputs) = 0;
+  Backend& backend() { return backend_; }
+
+ protected:
+  Model(Backend& backend, int32_t max_batch_tokens) : backend_(backend), max_batch_tokens_(max_batch_tokens) {}
+  Backend& backend_;
+  int32_t max_batch_tokens_;
+};
+
+// Reads the architecture from the file and builds the model; throws Error(Unsupported) naming an
+// unknown architecture, Error(NotFound)/Error(BadFormat) for missing or mis-shaped tensors/keys.
+std::unique_ptr<Model> load_model(const gguf::File& file, Backend& backend, const ModelOptions& options);
+
+}  // namespace cera

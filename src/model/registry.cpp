@@ -1,0 +1,32 @@
+// Architecture registry: `general.architecture` -> the model that runs it.
+#include <functional>
+#include <map>
+
+#include "cera/error.h"
+#include "model/lfm2.h"
+#include "model/model.h"
+
+namespace cera {
+
+using ModelFactory = std::function<std::unique_ptr<Model>(const gguf::File&, Backend&, const ModelOptions&)>;
+
+static const std::map<std::string, ModelFactory>& registry() {
+  static const std::map<std::string, ModelFactory> r = {
+      {"lfm2", make_lfm2_model},
+  };
+  return r;
+}
+
+std::unique_ptr<Model> load_model(const gguf::File& file, Backend& backend, const ModelOptions& options) {
+  const std::string arch = file.get_string("general.architecture");
+  auto it = registry().find(arch);
+  if (it == registry().end()) {
+    std::string known;
+    for (const auto& [name, _] : registry()) known += (known.empty() ? "" : ", ") + name;
+    throw Error(ErrorCode::Unsupported,
+                file.path() + ": architecture '" + arch + "' is not supported (cera runs: " + known + ")");
+  }
+  return it->second(file, backend, options);
+}
+
+}  // namespace cera

@@ -1,0 +1,58 @@
+#include "model/weights.h"
+
+#include <vector>
+
+#include "backend/cpu/kernels.h"
+#include "cera/error.h"
+
+namespace cera {
+namespace {
+
+std::string shape_string(const int64_t* ne, size_t n) {
+  std::string s = "{";
+  for (size_t i = 0; i < n; ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+  return s + "}";
+}
+
+}  // namespace
+
+std::optional<Tensor> WeightLoader::get_optional(const std::string& name, std::initializer_list<int64_t> ne) const {
+  const gguf::TensorInfo* info = file_.find_tensor(name);
+  if (!info) return std::nullopt;
+  std::vector<int64_t> want(ne);
+  want.resize(4, 1);
+  for (size_t i = 0; i < 4; ++i) {
+    if (info->ne[i] != want[i])
+      throw Error(ErrorCode::BadFormat, file_.path() + ": tensor '" + name + "' has shape " +
+                                            shape_string(info->ne.data(), size_t(info->n_dims)) + ", expected " +
+                                            shape_string(ne.begin(), ne.size()));
+  }
+  if (!cpu::has_matmul_kernels(info->type))
+    throw Error(ErrorCode::Unsupported, file_.path() + ": tensor '" + name + "' has type " +
+                                            std::string(ggml_type_name(info->type)) +
+                                            ", which cera cannot compute with yet");
+  return backend_.upload_weight(info->type, info->ne[1] * info->ne[2] * info->ne[3], info->ne[0], info->data);
+}
+
+Tensor WeightLoader::get(const std::string& name, std::initializer_list<int64_t> ne) const {
+  auto t = get_optional(name, ne);
+  if (!t) throw Error(ErrorCode::NotFound, file_.path() + ": required tensor '" + name + "' is missing");
+  return *t;
+}
+
+std::optional<Tensor> WeightLoader::get_f32_optional(const std::string& name,
+                                                     std::initializer_list<int64_t> ne) const {
+  auto t = get_optional(name, ne);
+  if (t && t->type != GgmlType::F32)
+    throw Error(ErrorCode::Unsupported, file_.path() + ": tensor '" + name + "' is " +
+                                            std::string(ggml_type_name(t->type)) + ", expected f32");
+  return t;
+}
+
+Tensor WeightLoader::get_f32(const std::string& name, std::initializer_list<int64_t> ne) const {
+  auto t = get_f32_optional(name, ne);
+  if (!t) throw Error(ErrorCode::NotFound, file_.path() + ": required tensor '" + name + "' is missing");
+  return *t;
+}
+
+}  // namespace cera

@@ -1,0 +1,33 @@
+// Looks up a model's tensors in a GGUF file by name, checks their shapes, and hands them to the
+// backend. Errors name the tensor and what was expected.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+
+#include "backend/backend.h"
+#include "format/gguf.h"
+
+namespace cera {
+
+class WeightLoader {
+ public:
+  WeightLoader(const gguf::File& file, Backend& backend) : file_(file), backend_(backend) {}
+
+  // A tensor with shape ne (ggml order, ne[0] contiguous). A matrix {K, N} becomes N rows of K.
+  Tensor get(const std::string& name, std::initializer_list<int64_t> ne) const;
+  std::optional<Tensor> get_optional(const std::string& name, std::initializer_list<int64_t> ne) const;
+  // Norm weights, conv kernels, biases: must be F32 (as every converter writes them).
+  Tensor get_f32(const std::string& name, std::initializer_list<int64_t> ne) const;
+  std::optional<Tensor> get_f32_optional(const std::string& name, std::initializer_list<int64_t> ne) const;
+
+  const gguf::File& file() const { return file_; }
+
+ private:
+  const gguf::File& file_;
+  Backend& backend_;
+};
+
+}  // namespace cera

@@ -1,0 +1,61 @@
+#include "runtime/sequence_store.h"
+
+#include <string>
+
+#include "cera/error.h"
+
+namespace cera::runtime {
+
+SequenceStore::SequenceStore(const SequenceStoreConfig& config)
+    : config_(config), allocator_(config.n_kv_blocks), slots_(size_t(config.n_slots)) {}
+
+SequenceState& SequenceStore::create() {
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (!slots_[i]) {
+      slots_[i].emplace();
+      slots_[i]->id = int32_t(i);
+      slots_[i]->conv_slot = int32_t(i);
+      return *slots_[i];
+    }
+  }
+  throw Error(ErrorCode::OutOfRange,
+              "all " + std::to_string(slots_.size()) + " sequence slots are in use");
+}
+
+void SequenceStore::release(int32_t id) {
+  SequenceState& s = get(id);
+  for (int32_t b : s.blocks) allocator_.release(b);
+  slots_[size_t(id)].reset();
+}
+
+SequenceState& SequenceStore::get(int32_t id) {
+  if (id < 0 || size_t(id) >= slots_.size() || !slots_[size_t(id)])
+    throw Error(ErrorCode::Internal, "no live sequence with id " + std::to_string(id));
+  return *slots_[size_t(id)];
+}
+
+void SequenceStore::reserve(int32_t id, int32_t n_tokens) {
+  SequenceState& s = get(id);
+  if (config_.n_kv_blocks == 0) return;  // attention-free model
+  const size_t need = size_t((n_tokens + config_.kv_block_size - 1) / config_.kv_block_size);
+  while (s.blocks.size() < need) {
+    auto b = allocator_.allocate();
+    if (!b)
+      throw Error(ErrorCode::OutOfRange,
+                  "the KV cache is full: " + std::to_string(n_tokens) + " tokens do not fit in " +
+                      std::to_string(capacity_tokens()) + " (raise the context size with -c)");
+    s.blocks.push_back(*b);
+  }
+}
+
+void SequenceStore::truncate(int32_t id, int32_t n_tokens) {
+  SequenceState& s = get(id);
+  const size_t keep = size_t((n_tokens + config_.kv_block_size - 1) / config_.kv_block_size);
+  while (s.blocks.size() > keep) {
+    allocator_.release(s.blocks.back());
+    s.blocks.pop_back();
+  }
+  if (s.n_past > n_tokens) s.n_past = n_tokens;
+}
+
+}  // namespace cera::runtime

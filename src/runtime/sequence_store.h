@@ -1,0 +1,54 @@
+// Per-sequence state as plain data: how many tokens a sequence holds, its KV block table and its
+// conv-state slot. Knows nothing about models or kernels; the backend holds the memory these
+// indices point into.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "runtime/block_allocator.h"
+
+namespace cera::runtime {
+
+struct SequenceState {
+  int32_t id = -1;
+  int32_t n_past = 0;          // tokens already processed (in KV / conv state)
+  int32_t conv_slot = -1;
+  std::vector<int32_t> blocks;  // KV block table
+};
+
+struct SequenceStoreConfig {
+  int32_t kv_block_size = 32;
+  int32_t n_kv_blocks = 0;  // 0 when the model has no attention layers
+  int32_t n_slots = 1;      // sequences that can be live at once
+};
+
+class SequenceStore {
+ public:
+  explicit SequenceStore(const SequenceStoreConfig& config);
+
+  const SequenceStoreConfig& config() const { return config_; }
+
+  // A fresh, empty sequence; throws Error(OutOfRange) if all slots are taken.
+  // The caller must clear its conv slot in the backend (the store does not touch memory).
+  SequenceState& create();
+  void release(int32_t id);
+  SequenceState& get(int32_t id);
+
+  // Makes sure sequence `id` has KV blocks for n_tokens positions in total.
+  // Throws Error(OutOfRange) naming the sizes if the pool cannot hold them.
+  void reserve(int32_t id, int32_t n_tokens);
+  // Forgets everything after the first n_tokens (frees whole blocks no longer needed).
+  void truncate(int32_t id, int32_t n_tokens);
+
+  int32_t capacity_tokens() const { return config_.n_kv_blocks * config_.kv_block_size; }
+  const BlockAllocator& blocks() const { return allocator_; }
+
+ private:
+  SequenceStoreConfig config_;
+  BlockAllocator allocator_;
+  std::vector<std::optional<SequenceState>> slots_;
+};
+
+}  // namespace cera::runtime
