@@ -124,11 +124,11 @@ void File::parse() {
   const size_t size = map_.size();
   if (size < 8) fail(ErrorCode::BadFormat, "too small for a safetensors file (" + std::to_string(size) + " bytes)");
   const uint64_t header_len = load<uint64_t>(map_.data());
+  if (header_len > kMaxHeaderBytes)
+    fail(ErrorCode::BadFormat, "header length " + std::to_string(header_len) + " exceeds the 100 MB limit");
   if (header_len > size - 8)
     fail(ErrorCode::BadFormat, "header length " + std::to_string(header_len) + " exceeds the file size " +
                                    std::to_string(size));
-  if (header_len > kMaxHeaderBytes)
-    fail(ErrorCode::BadFormat, "header length " + std::to_string(header_len) + " exceeds the 100 MB limit");
   const char* header = reinterpret_cast<const char*>(map_.data() + 8);
   const uint8_t* data_section = map_.data() + 8 + header_len;
   const uint64_t data_size = size - 8 - header_len;
@@ -209,10 +209,14 @@ void File::parse() {
   std::sort(ranges.begin(), ranges.end(), [&](const Range& a, const Range& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
-  for (size_t i = 1; i < ranges.size(); ++i) {
-    if (ranges[i].begin < ranges[i - 1].end)
-      fail(ErrorCode::BadFormat, "tensors '" + tensors_[ranges[i - 1].index].name + "' and '" +
-                                     tensors_[ranges[i].index].name + "' overlap");
+  // Empty tensors own no bytes, so they may sit anywhere.
+  const Range* prev = nullptr;
+  for (const Range& r : ranges) {
+    if (r.begin == r.end) continue;
+    if (prev && r.begin < prev->end)
+      fail(ErrorCode::BadFormat, "tensors '" + tensors_[prev->index].name + "' and '" + tensors_[r.index].name +
+                                     "' overlap");
+    prev = &r;
   }
   std::vector<TensorView> ordered;
   ordered.reserve(tensors_.size());
