@@ -1,12 +1,14 @@
 // The merge loop shared by byte-level BPE and (later) SentencePiece: a word starts as a sequence of
 // symbol ids; the adjacent pair with the best (lowest) rank is merged, ties going to the leftmost,
 // until no adjacent pair can merge. Everything runs on ids, so the inner loop does no string work:
-// the caller supplies the pair -> (rank, merged id) lookup.
+// the caller supplies the pair -> (rank, merged id) lookup. Byte-level BPE looks pairs up in its
+// merge table; SentencePiece can look up the concatenated piece and rank it by score.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -24,8 +26,9 @@ struct PairMerge {
 class MergeWorkspace {
  public:
   // symbols: initial ids (-1 = unknown symbol, which never merges). lookup(left, right) returns
-  // const PairMerge* (nullptr = no merge). On return symbols holds the final ids, and spans (if
-  // non-null) the [first, last) initial positions each final symbol covers.
+  // std::optional<PairMerge> (nullopt = no merge). On return symbols holds the final ids, and
+  // spans (if non-null) the [first, last) initial positions each final symbol covers (SentencePiece
+  // needs them to byte-fall-back an unknown symbol).
   template <class Lookup>
   void merge(std::vector<int32_t>& symbols, Lookup&& lookup,
              std::vector<std::pair<uint32_t, uint32_t>>* spans = nullptr);
@@ -57,7 +60,7 @@ void MergeWorkspace::merge(std::vector<int32_t>& ids, Lookup&& lookup,
     auto push_pair = [&](int32_t left) {
       const int32_t right = next_[left];
       if (right < 0 || ids[left] < 0 || ids[right] < 0) return;
-      if (const PairMerge* m = lookup(ids[left], ids[right])) {
+      if (const std::optional<PairMerge> m = lookup(ids[left], ids[right])) {
         heap_.push_back({m->rank, static_cast<uint32_t>(left), ids[left], ids[right], m->id});
         std::push_heap(heap_.begin(), heap_.end(), greater);
       }
@@ -107,9 +110,10 @@ class BpeModel {
     auto it = ids_.find(text);
     return it == ids_.end() ? -1 : it->second;
   }
-  const PairMerge* find_merge(int32_t left, int32_t right) const {
+  std::optional<PairMerge> find_merge(int32_t left, int32_t right) const {
     auto it = merges_.find(pair_key(left, right));
-    return it == merges_.end() ? nullptr : &it->second;
+    if (it == merges_.end()) return std::nullopt;
+    return it->second;
   }
 
  private:
