@@ -3,6 +3,7 @@
 #include <map>
 
 #include "cera/error.h"
+#include "model/dense.h"
 #include "model/lfm2.h"
 #include "model/model.h"
 
@@ -12,7 +13,11 @@ using ModelFactory = std::function<std::unique_ptr<Model>(const gguf::File&, Bac
 
 static const std::map<std::string, ModelFactory>& registry() {
   static const std::map<std::string, ModelFactory> r = {
+      {"granite", make_dense_model},
       {"lfm2", make_lfm2_model},
+      {"llama", make_dense_model},
+      {"qwen2", make_dense_model},
+      {"qwen3", make_dense_model},
   };
   return r;
 }

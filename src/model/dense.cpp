@@ -1,0 +1,263 @@
+// Dense pre-norm transformers (MODELS.md §4): llama, qwen2, qwen3 and granite share one forward
+// pass — RMSNorm, GQA attention with RoPE, SwiGLU FFN — and differ only in switches read from the
+// file: RoPE pairing, q/k/v biases, per-head q/k norms, and granite's four multipliers.
+#include "model/dense.h"
+
+#include <cmath>
+#include <cstring>
+#include <optional>
+
+#include "cera/error.h"
+#include "model/hparams.h"
+#include "model/weights.h"
+
+namespace cera {
+namespace {
+
+// What distinguishes one family from another; everything else is in ModelHparams.
+struct DenseConfig {
+  bool neox_rope = false;     // NEOX (halves) vs NORMAL (adjacent pairs) RoPE, MODELS.md §5.2
+  bool use_rope = true;       // granite: rope.scaling.finetuned = false disables RoPE
+  int32_t n_rot = 0;          // rotated dims per head
+  float freq_scale = 1.f;     // 1 / linear scaling factor
+  std::vector<float> freq_factors;  // Llama-3 rope_freqs, host copy; empty if absent
+  float attn_scale = 0.f;     // softmax scale
+  float embedding_scale = 0.f;  // granite multipliers; 0 = not applied (as llama.cpp)
+  float residual_scale = 0.f;
+  float logit_scale = 0.f;
+};
+
+// NORMAL-pairing families: their converters permute HF's Q/K rows back to Meta's interleaved order.
+bool uses_neox_rope(const std::string& arch) { return arch == "qwen2" || arch == "qwen3"; }
+
+float optional_f32(const gguf::File& f, const std::string& key, float fallback) {
+  return float(f.get_float_opt(key).value_or(fallback));
+}
+
+DenseConfig read_dense_config(const gguf::File& f, const ModelHparams& hp) {
+  const std::string p = hp.arch + ".";
+  DenseConfig c;
+  c.neox_rope = uses_neox_rope(hp.arch);
+  c.n_rot = int32_t(f.get_int_opt(p + "rope.dimension_count").value_or(hp.head_dim));
+  if (c.n_rot <= 0 || c.n_rot > hp.head_dim || c.n_rot % 2 != 0)
+    throw Error(ErrorCode::BadFormat, f.path() + ": " + p + "rope.dimension_count = " + std::to_string(c.n_rot) +
+                                          " does not fit head_dim " + std::to_string(hp.head_dim));
+
+  // Linear scaling divides every angle by the factor; other schemes change the angles differently.
+  const std::string scaling = f.get_string_opt(p + "rope.scaling.type").value_or("linear");
+  double factor = f.get_float_opt(p + "rope.scale_linear").value_or(0.0);
+  factor = f.get_float_opt(p + "rope.scaling.factor").value_or(factor);
+  if (scaling != "linear" && scaling != "none" && factor != 0.0 && factor != 1.0)
+    throw Error(ErrorCode::Unsupported, f.path() + ": rope scaling '" + scaling + "' is not supported");
+  if (scaling == "linear" && factor != 0.0) {
+    if (!(factor > 0.0)) throw Error(ErrorCode::BadFormat, f.path() + ": rope scaling factor must be positive");
+    c.freq_scale = float(1.0 / factor);
+  }
+
+  // rope_freqs is read on the host (the backend takes host factors), straight from the file's map.
+  if (const gguf::TensorInfo* ff = f.find_tensor("rope_freqs.weight")) {
+    if (ff->type != GgmlType::F32 || ff->n_elements() != c.n_rot / 2)
+      throw Error(ErrorCode::BadFormat, f.path() + ": tensor 'rope_freqs.weight' must be f32 with " +
+                                            std::to_string(c.n_rot / 2) + " elements");
+    c.freq_factors.resize(size_t(c.n_rot / 2));
+    std::memcpy(c.freq_factors.data(), ff->data, c.freq_factors.size() * sizeof(float));
+  }
+
+  c.attn_scale = 1.f / std::sqrt(float(hp.head_dim));
+  if (hp.arch == "granite") {
+    c.use_rope = f.get_bool_opt(p + "rope.scaling.finetuned").value_or(true);
+    c.embedding_scale = optional_f32(f, p + "embedding_scale", 0.f);
+    c.residual_scale = optional_f32(f, p + "residual_scale", 0.f);
+    c.logit_scale = float(f.get_float(p + "logit_scale"));  // required, as in llama.cpp
+    const float s = optional_f32(f, p + "attention.scale", 0.f);
+    if (s != 0.f) c.attn_scale = s;
+  }
+  return c;
+}
+
+class DenseModel final : public Model {
+ public:
+  DenseModel(const gguf::File& f, Backend& be, const ModelOptions& opt) : Model(be, opt.max_batch_tokens) {
+    const std::string arch = f.get_string("general.architecture");
+    hp_ = read_common_hparams(f, arch);
+    cfg_ = read_dense_config(f, hp_);
+    const std::string p = arch + ".";
+    const int64_t value_dim = f.get_int_opt(p + "attention.value_length").value_or(hp_.head_dim);
+    if (value_dim != hp_.head_dim)
+      throw Error(ErrorCode::Unsupported, f.path() + ": value head width " + std::to_string(value_dim) +
+                                              " differs from key head width " + std::to_string(hp_.head_dim));
+    if (f.find_tensor("blk.0.ffn_gate_inp.weight"))
+      throw Error(ErrorCode::Unsupported, f.path() + ": mixture-of-experts '" + arch + "' models are not supported");
+
+    const int64_t D = hp_.n_embd, d = hp_.head_dim, Q = int64_t(hp_.n_head) * d;
+    WeightLoader w(f, be);
+    hp_.n_vocab = int32_t(f.tensor("token_embd.weight").ne[1]);
+    tok_embd_ = w.get("token_embd.weight", {D, hp_.n_vocab});
+    output_norm_ = w.get_f32("output_norm.weight", {D});
+    output_ = w.get_optional("output.weight", {D, hp_.n_vocab}).value_or(tok_embd_);  // tied if absent
+    output_bias_ = w.get_f32_optional("output.bias", {hp_.n_vocab});
+
+    for (int32_t i = 0; i < hp_.n_layer; ++i) {
+      const std::string b = "blk." + std::to_string(i) + ".";
+      const int32_t kv_heads = hp_.n_head_kv[size_t(i)];
+      if (kv_heads <= 0)
+        throw Error(ErrorCode::BadFormat, f.path() + ": layer " + std::to_string(i) + " has no KV heads");
+      if (kv_dim_ != 0 && kv_dim_ != kv_heads * d)
+        throw Error(ErrorCode::Unsupported, f.path() + ": layers with different KV widths");
+      kv_dim_ = int32_t(kv_heads * d);
+      const int64_t F = hp_.n_ff[size_t(i)];
+      Layer L;
+      L.attn_norm = w.get_f32(b + "attn_norm.weight", {D});
+      L.wq = w.get(b + "attn_q.weight", {D, Q});
+      L.wk = w.get(b + "attn_k.weight", {D, kv_dim_});
+      L.wv = w.get(b + "attn_v.weight", {D, kv_dim_});
+      L.wo = w.get(b + "attn_output.weight", {Q, D});
+      L.bq = w.get_f32_optional(b + "attn_q.bias", {Q});
+      L.bk = w.get_f32_optional(b + "attn_k.bias", {kv_dim_});
+      L.bv = w.get_f32_optional(b + "attn_v.bias", {kv_dim_});
+      L.bo = w.get_f32_optional(b + "attn_output.bias", {D});
+      L.q_norm = w.get_f32_optional(b + "attn_q_norm.weight", {d});
+      L.k_norm = w.get_f32_optional(b + "attn_k_norm.weight", {d});
+      if (L.q_norm.has_value() != L.k_norm.has_value())
+        throw Error(ErrorCode::BadFormat, f.path() + ": layer " + std::to_string(i) + " has only one of q/k norm");
+      L.ffn_norm = w.get_f32(b + "ffn_norm.weight", {D});
+      L.ffn_gate = w.get(b + "ffn_gate.weight", {D, F});
+      L.ffn_up = w.get(b + "ffn_up.weight", {D, F});
+      L.ffn_down = w.get(b + "ffn_down.weight", {F, D});
+      L.b_gate = w.get_f32_optional(b + "ffn_gate.bias", {F});
+      L.b_up = w.get_f32_optional(b + "ffn_up.bias", {F});
+      L.b_down = w.get_f32_optional(b + "ffn_down.bias", {D});
+      layers_.push_back(std::move(L));
+    }
+    if (arch == "qwen3" && !layers_[0].q_norm)
+      throw Error(ErrorCode::NotFound, f.path() + ": qwen3 model without attn_q_norm/attn_k_norm tensors");
+
+    // Activations for the largest step, allocated once (fixed addresses: graph-capturable).
+    const int64_t B = max_batch_tokens_;
+    int64_t F_max = 0;
+    for (int32_t v : hp_.n_ff) F_max = std::max<int64_t>(F_max, v);
+    x_ = be.alloc(B, D);
+    h_ = be.alloc(B, D);
+    o_ = be.alloc(B, D);
+    q_ = be.alloc(B, Q);
+    k_ = be.alloc(B, kv_dim_);
+    v_ = be.alloc(B, kv_dim_);
+    attn_ = be.alloc(B, Q);
+    gate_ = be.alloc(B, F_max);
+    up_ = be.alloc(B, F_max);
+    out_rows_ = be.alloc(B, D);
+    logits_ = be.alloc(B, hp_.n_vocab);
+  }
+
+  const ModelHparams& hparams() const override { return hp_; }
+
+  StateLayout state_layout(int32_t block_size, int32_t n_blocks, int32_t n_slots) const override {
+    StateLayout s;
+    s.n_attention_layers = hp_.n_layer;
+    s.kv_dim = kv_dim_;
+    s.kv_block_size = block_size;
+    s.n_kv_blocks = n_blocks;
+    return s;
+  }
+
+  Tensor forward(int32_t T, int32_t n_out) override {
+    Backend& be = backend_;
+    const float eps = hp_.norm_eps;
+    Tensor x = x_.first_rows(T), h = h_.first_rows(T), o = o_.first_rows(T);
+    Tensor q = q_.first_rows(T), k = k_.first_rows(T), v = v_.first_rows(T), a = attn_.first_rows(T);
+
+    AttentionParams ap;
+    ap.n_head = hp_.n_head;
+    ap.head_dim = hp_.head_dim;
+    ap.scale = cfg_.attn_scale;
+    RopeParams rope;
+    rope.n_rot = cfg_.use_rope ? cfg_.n_rot : 0;  // 0 rotates nothing
+    rope.neox = cfg_.neox_rope;
+    rope.freq_base = hp_.rope_base;
+    rope.freq_scale = cfg_.freq_scale;
+    rope.freq_factors = cfg_.freq_factors.empty() ? nullptr : cfg_.freq_factors.data();
+
+    auto add_bias = [&](Tensor y, const std::optional<Tensor>& bias) {
+      if (bias) be.add_bias(y, *bias);
+    };
+    // granite scales each branch output before it joins the residual stream.
+    auto scale_branch = [&](Tensor y) {
+      if (cfg_.residual_scale != 0.f) be.scale(y, cfg_.residual_scale);
+    };
+
+    be.embed(tok_embd_, x);
+    if (cfg_.embedding_scale != 0.f) be.scale(x, cfg_.embedding_scale);
+    be.rms_norm(x, layers_[0].attn_norm, eps, h);
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const Layer& L = layers_[i];
+      ap.n_head_kv = hp_.n_head_kv[i];
+      {
+        const Tensor ws[] = {L.wq, L.wk, L.wv};
+        Tensor ys[] = {q, k, v};
+        be.matmul(h, ws, ys);
+      }
+      add_bias(q, L.bq);  // qwen2: biases before RoPE
+      add_bias(k, L.bk);
+      add_bias(v, L.bv);
+      const Tensor* qn = L.q_norm ? &*L.q_norm : nullptr;
+      const Tensor* kn = L.k_norm ? &*L.k_norm : nullptr;
+      if (qn || rope.n_rot > 0) be.qk_norm_rope(q, k, qn, kn, eps, ap, rope);
+      be.attention(int32_t(i), q, k, v, a, ap);
+      be.matmul(a, L.wo, o);
+      add_bias(o, L.bo);
+      scale_branch(o);
+      be.add_rms_norm(x, o, L.ffn_norm, eps, h);
+
+      const int64_t F = hp_.n_ff[i];
+      Tensor g = gate_.first_rows(T).cols_slice(0, F), u = up_.first_rows(T).cols_slice(0, F);
+      {
+        const Tensor ws[] = {L.ffn_gate, L.ffn_up};
+        Tensor ys[] = {g, u};
+        be.matmul(h, ws, ys);
+      }
+      add_bias(g, L.b_gate);
+      add_bias(u, L.b_up);
+      be.swiglu(g, u, g);
+      be.matmul(g, L.ffn_down, o);
+      add_bias(o, L.b_down);
+      scale_branch(o);
+      if (i + 1 < layers_.size()) {
+        be.add_rms_norm(x, o, layers_[i + 1].attn_norm, eps, h);
+      } else {
+        be.add(x, o);
+      }
+    }
+    Tensor rows = out_rows_.first_rows(n_out);
+    be.gather_output_rows(x, rows);
+    be.rms_norm(rows, output_norm_, eps, rows);
+    Tensor logits = logits_.first_rows(n_out);
+    be.matmul(rows, output_, logits);
+    add_bias(logits, output_bias_);
+    if (cfg_.logit_scale != 0.f) be.scale(logits, 1.f / cfg_.logit_scale);  // granite divides
+    return logits;
+  }
+
+ private:
+  struct Layer {
+    Tensor attn_norm, wq, wk, wv, wo;
+    std::optional<Tensor> bq, bk, bv, bo, q_norm, k_norm;
+    Tensor ffn_norm, ffn_gate, ffn_up, ffn_down;
+    std::optional<Tensor> b_gate, b_up, b_down;
+  };
+
+  ModelHparams hp_;
+  DenseConfig cfg_;
+  Tensor tok_embd_, output_norm_, output_;
+  std::optional<Tensor> output_bias_;
+  std::vector<Layer> layers_;
+  int32_t kv_dim_ = 0;
+  Tensor x_, h_, o_, q_, k_, v_, attn_, gate_, up_, out_rows_, logits_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_dense_model(const gguf::File& file, Backend& backend, const ModelOptions& options) {
+  return std::make_unique<DenseModel>(file, backend, options);
+}
+
+}  // namespace cera
