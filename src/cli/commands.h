@@ -17,5 +17,7 @@ Command add_logits_command(CLI::App& app);
 Command add_tokenize_command(CLI::App& app);
 Command add_inspect_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
+Command add_template_command(CLI::App& app);
+Command add_quantize_command(CLI::App& app);
 
 }  // namespace cera::cli
