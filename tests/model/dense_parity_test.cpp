@@ -35,6 +35,8 @@ const FileCase kCases[] = {
     {"qwen3-tiny", "Q4_K_M", 0.284, false},
 };
 
+void PrintTo(const FileCase& c, std::ostream* os) { *os << c.model << " " << c.type; }
+
 std::string case_name(const FileCase& c) {
   std::string s = std::string(c.model) + "_" + c.type;
   std::replace(s.begin(), s.end(), '-', '_');
@@ -191,6 +193,21 @@ TEST(DenseArch, UnknownArchitectureIsAClearError) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::Unsupported);
     EXPECT_NE(std::string(e.what()).find("'bogusformer'"), std::string::npos) << e.what();
+  }
+}
+
+// A RoPE scaling scheme cera does not implement is refused, not silently run as unscaled RoPE.
+TEST(DenseArch, UnsupportedRopeScalingIsAClearError) {
+  const std::string path = craft_from_llama_tiny("dense_yarn", "llama", [](gguf::Writer& w) {
+    w.set_string("llama.rope.scaling.type", "yarn");
+    w.set_f32("llama.rope.scaling.factor", 4.f);
+  });
+  try {
+    load_file(path);
+    FAIL() << "loading a yarn-scaled model succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("yarn"), std::string::npos) << e.what();
   }
 }
 
