@@ -87,8 +87,21 @@ class Interpreter {
                                                   std::to_string(limits_.max_output_bytes) + " bytes");
   }
 
+  // Bounds the C++ recursion of exec/eval together: macro recursion times expression height
+  // could otherwise outgrow the thread's stack.
+  struct NestGuard {
+    Interpreter& in;
+    NestGuard(Interpreter& i, Pos p) : in(i) {
+      if (++in.nesting_ > in.limits_.max_nesting)
+        throw Error(ErrorCode::InvalidArgument, where(p) + "template evaluation nested too deeply (limit " +
+                                                    std::to_string(in.limits_.max_nesting) + ")");
+    }
+    ~NestGuard() { --in.nesting_; }
+  };
+
   Flow exec(const Stmt& s) {
     step(s.pos);
+    NestGuard nest(*this, s.pos);
     try {
       return exec_inner(s);
     } catch (const RuntimeError& e) {
@@ -275,6 +288,7 @@ class Interpreter {
 
   // --- expressions ---
   Value eval(const Expr& e) {
+    NestGuard nest(*this, e.pos);
     try {
       return eval_inner(e);
     } catch (const RuntimeError& err) {
@@ -526,6 +540,7 @@ class Interpreter {
   std::string* out_ = nullptr;
   uint64_t steps_ = 0;
   int depth_ = 0;
+  int nesting_ = 0;
 };
 
 }  // namespace

@@ -10,6 +10,7 @@ namespace cera::chat::jinja {
 
 struct RenderLimits {
   int max_call_depth = 64;                    // nested macro calls (recursion guard)
+  int max_nesting = 2000;                     // nested statement + expression evaluation (stack guard)
   uint64_t max_steps = 50'000'000;            // statements + loop iterations: no runaway loops
   size_t max_output_bytes = 256u << 20;       // a template cannot build unbounded strings
 };

@@ -98,7 +98,7 @@ class Parser {
       const Token& tk = cur();
       if (tk.type == TokenType::End) {
         if (ends.size() == 0) { *found = ""; return body; }
-        fail(opened, std::string("unclosed block: expected '") + *ends.begin() + "' before the end of the template");
+        fail(opened, std::string("unclosed block: expected '") + *(ends.end() - 1) + "' before the end of the template");
       }
       if (tk.type == TokenType::Text) {
         auto s = std::make_unique<Stmt>(Stmt::Kind::Text, tk.pos);
@@ -117,16 +117,16 @@ class Parser {
         if (nm.type == TokenType::Name)
           for (const char* e : ends)
             if (nm.value == e) { advance(); *found = e; return body; }
+        const Pos tag_pos = tk.pos;
         advance();
-        parse_statement(body);
+        parse_statement(body, tag_pos);
       } else {
         fail(tk.pos, "unexpected " + describe(tk));
       }
     }
   }
 
-  void parse_statement(Body& out) {
-    const Pos pos = cur().pos;
+  void parse_statement(Body& out, Pos pos) {
     DepthGuard guard(*this, pos);
     const std::string tag = expect_name("a statement name");
     if (tag == "if") return out.push_back(parse_if(pos));

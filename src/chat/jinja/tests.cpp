@@ -12,7 +12,7 @@ bool t_defined(const Value& v, const CallArgs&) { return !v.is_undefined(); }
 bool t_undefined(const Value& v, const CallArgs&) { return v.is_undefined(); }
 bool t_none(const Value& v, const CallArgs&) { return v.is_none(); }
 bool t_string(const Value& v, const CallArgs&) { return v.is_string(); }
-bool t_number(const Value& v, const CallArgs&) { return v.is_number(); }
+bool t_number(const Value& v, const CallArgs&) { return v.is_number() || v.is_bool(); }  // Python: bool is a Number
 bool t_integer(const Value& v, const CallArgs&) { return v.is_int(); }
 bool t_float(const Value& v, const CallArgs&) { return v.is_float(); }
 bool t_boolean(const Value& v, const CallArgs&) { return v.is_bool(); }
