@@ -55,13 +55,16 @@ class ProgressBar {
     const int filled = int(frac * kWidth);
     std::string bar(size_t(filled), '#');
     bar.resize(kWidth, '.');
-    std::fprintf(stderr, "\r[%s] %3d%%  %zu/%zu  %-40.40s", bar.c_str(), int(frac * 100 + 0.5),
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    char eta[32] = "";
+    if (frac > 0.02 && !finished) std::snprintf(eta, sizeof eta, ", ETA %.0fs", elapsed * (1 - frac) / frac);
+    std::fprintf(stderr, "\r[%s] %3d%%  %4.0fs%-10s %zu/%zu  %-36.36s", bar.c_str(), int(frac * 100 + 0.5), elapsed, eta,
                  std::min(p.tensor_index + 1, p.n_tensors), p.n_tensors, std::string(p.tensor_name).c_str());
     drawn_ = true;
     std::fflush(stderr);
   }
   void finish() {
-    if (drawn_) std::fprintf(stderr, "\r%*s\r", 90, "");
+    if (drawn_) std::fprintf(stderr, "\r%*s\r", 110, "");
     drawn_ = false;
   }
 
@@ -69,6 +72,7 @@ class ProgressBar {
   bool enabled_;
   bool drawn_ = false;
   std::chrono::steady_clock::time_point last_{};
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace
