@@ -6,7 +6,6 @@
 #include <optional>
 
 #include "cera/error.h"
-#include "common/fp16.h"
 #include "format/hf/hf_arch.h"
 #include "format/hf/hf_folder.h"
 #include "format/hf/hf_general.h"
@@ -48,8 +47,10 @@ Tensor llama3_rope_freqs(const Arch& a) {
   const float factor = float(rp.value("factor", 8.0));
   const float low = float(rp.value("low_freq_factor", 1.0));
   const float high = float(rp.value("high_freq_factor", 4.0));
-  // The converter reads original_max_position_embeddings from the top level of the config only.
-  const float old_ctx = float(a.hp.value("original_max_position_embeddings", 8192.0));
+  // The converter reads the top-level key, which transformers' config classes fill in from
+  // rope_parameters (the llama-tiny fixture, original context 64, shows it).
+  const nlohmann::json& top = a.hp.value("original_max_position_embeddings", nlohmann::json());
+  const float old_ctx = float(top.is_number() ? top.get<double>() : rp.value("original_max_position_embeddings", 8192.0));
   const float low_wavelen = old_ctx / low, high_wavelen = old_ctx / high;
   Tensor t{"rope_freqs.weight", {dim / 2}, {}};
   for (int64_t i = 0; i < dim; i += 2) {
@@ -65,25 +66,6 @@ Tensor llama3_rope_freqs(const Arch& a) {
     t.data.push_back(ff);
   }
   return t;
-}
-
-// gguf-py's Q8_0 (quants.py): d = max|x| / 127, q = round-half-away(x / d) — a division, where
-// llama.cpp's C quantizer multiplies by 1/d; the two differ in rare last-bit cases.
-void quantize_q8_0_like_gguf_py(const float* x, uint8_t* out, int64_t n) {
-  for (int64_t b = 0; b < n / 32; ++b, x += 32, out += 34) {
-    float amax = 0;
-    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
-    const float d = amax / 127.0f;
-    const uint16_t dh = f32_to_f16(d);
-    std::memcpy(out, &dh, 2);
-    for (int i = 0; i < 32; ++i) {
-      float q = x[i] / d;
-      if (std::isnan(q)) q = 0;
-      const float a = std::fabs(q);
-      const float r = std::floor(a) + std::floor(2 * (a - std::floor(a)));
-      out[2 + i] = uint8_t(int8_t(std::copysign(r, q)));
-    }
-  }
 }
 
 GgmlType ggml_type_of(OutType t) {
@@ -170,8 +152,8 @@ gguf::Writer convert(const std::string& dir, OutType type) {
     std::vector<int64_t> ne(t.shape.rbegin(), t.shape.rend());
     const int64_t rows = int64_t(t.data.size()) / ne0;
     std::vector<uint8_t> bytes(ggml_row_bytes(gt, ne0) * size_t(rows));
-    if (gt == GgmlType::Q8_0) quantize_q8_0_like_gguf_py(t.data.data(), bytes.data(), int64_t(t.data.size()));
-    else quant::quantize_row_ref(gt, t.data.data(), bytes.data(), int64_t(t.data.size()));
+    // gguf-py's quantizers round exactly like ggml's reference ones (quants.py says so for Q8_0).
+    quant::quantize_row_ref(gt, t.data.data(), bytes.data(), int64_t(t.data.size()));
     w.add_tensor(name, gt, ne, bytes.data(), bytes.size());
   };
 
