@@ -3,6 +3,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "engine/engine_impl.h"
+#include "format/hf/model_source.h"
 
 namespace cera {
 
@@ -18,7 +19,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
 
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  impl->file = gguf::File::open(options.model_path);
+  impl->file = open_model_file(options.model_path);
   CpuBackendOptions bo;
   bo.n_threads = options.n_threads;
   impl->backend = make_cpu_backend(bo);

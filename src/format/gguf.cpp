@@ -296,6 +296,16 @@ std::unique_ptr<File> File::open_memory(const void* data, size_t size, std::stri
   return f;
 }
 
+std::unique_ptr<File> File::open_owned(std::vector<uint8_t> bytes, std::string name) {
+  // The vector's buffer does not move when the vector is moved into the File.
+  const uint8_t* data = bytes.data();
+  const size_t size = bytes.size();
+  std::unique_ptr<File> f(new File(MappedFile::borrow(data, size, std::move(name))));
+  f->owned_ = std::move(bytes);
+  f->parse();
+  return f;
+}
+
 void File::fail(ErrorCode code, const std::string& message) const { throw Error(code, path() + ": " + message); }
 
 void File::parse() {

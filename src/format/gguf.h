@@ -63,6 +63,8 @@ class File {
   // Parses bytes already in memory (tests, fuzzing). The caller keeps `data` alive as long as the
   // File; `name` stands in for the path in error messages.
   static std::unique_ptr<File> open_memory(const void* data, size_t size, std::string name);
+  // Parses a GGUF image the File then owns (e.g. a Hugging Face folder converted in memory).
+  static std::unique_ptr<File> open_owned(std::vector<uint8_t> bytes, std::string name);
 
   const std::string& path() const { return map_.path(); }
   uint32_t version() const { return version_; }
@@ -107,6 +109,7 @@ class File {
   [[noreturn]] void fail(ErrorCode code, const std::string& message) const;  // prefixes the path
   const Value& require(std::string_view key) const;
 
+  std::vector<uint8_t> owned_;  // the bytes map_ borrows, for open_owned
   MappedFile map_;
   uint32_t version_ = 0;
   size_t alignment_ = 32;
