@@ -5,6 +5,8 @@
 
 #include "cli/commands.h"
 #include "cli/common_flags.h"
+#include "format/hf/hf_folder.h"
+#include "tokenizer/tokenizer.h"
 
 namespace cera::cli {
 
@@ -31,13 +33,24 @@ Command add_tokenize_command(CLI::App& app) {
   cmd->add_flag("--parse-special", f->parse_special, "turn special-token text such as <|im_start|> into its token");
   cmd->add_flag("--pieces", f->show_pieces, "print [id, piece] pairs instead of bare ids");
   return {cmd, [f]() {
-            // Only the tokenizer is needed, but loading the model is cheap (weights are mapped).
-            auto engine = Engine::load(f->model.engine);
+            // Only the tokenizer is needed. A folder without config.json holds just a tokenizer
+            // (tokenizer.json + tokenizer_config.json): read it directly, no weights required.
+            // Anything else loads the model (cheap: weights are mapped).
+            const std::string& path = f->model.engine.model_path;
+            std::unique_ptr<Tokenizer> tok;
+            std::unique_ptr<Engine> engine;
+            if (hf::is_directory(path) && !hf::is_file(path + "/config.json")) {
+              const std::string tc = path + "/tokenizer_config.json";
+              tok = std::make_unique<Tokenizer>(vocab_from_hf(path + "/tokenizer.json", hf::is_file(tc) ? tc : std::string()));
+            } else {
+              engine = Engine::load(f->model.engine);
+            }
             auto encode = [&](const std::string& s) {
-              const auto ids = engine->tokenize(s, f->add_special, f->parse_special);
+              const auto ids = tok ? tok->encode(s, f->add_special, f->parse_special)
+                                   : engine->tokenize(s, f->add_special, f->parse_special);
               nlohmann::json out = nlohmann::json::array();
               for (int32_t id : ids) {
-                if (f->show_pieces) out.push_back({id, engine->token_to_piece(id)});
+                if (f->show_pieces) out.push_back({id, tok ? tok->token_to_piece(id) : engine->token_to_piece(id)});
                 else out.push_back(id);
               }
               return out;
