@@ -1,8 +1,20 @@
 // Scalar reference quantizers.
 //
-// Activation formats (Q8_0, Q8_1, Q8_K) follow llama.cpp's reference rounding exactly, so that the
-// noise cera adds to activations is the noise llama.cpp adds. Weight formats use a small
-// error-minimising search (candidate scales + least-squares refit), then pack the result.
+// Every format reproduces llama.cpp's reference quantizer bit for bit, so a file written by
+// `cera quantize` is byte-identical to one written by llama-quantize without an importance matrix
+// (quantize_q4_K(..., quant_weights = NULL) etc. all end in the quantize_row_*_ref functions), and
+// activations quantized here carry exactly the noise llama.cpp's do.
+//
+// Exactness rules that the code below follows throughout (they are why it looks the way it does):
+//  * all arithmetic is float, evaluated in llama.cpp's order: a*b*c is (a*b)*c, sums accumulate
+//    left to right element by element, x*id with id = 1/d where llama.cpp multiplies and x/d where
+//    it divides. The project builds this file without FMA, so nothing is contracted either.
+//  * scales go through f16 exactly where llama.cpp stores them, and the final levels are chosen
+//    against the stored (f16) values.
+//  * level rounding is round-half-to-even (nearest_int) in the K-quants, truncation of x + 0.5 in
+//    the 32-wide formats, roundf in Q8_0/Q8_1 — each as its llama.cpp counterpart.
+#include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -15,14 +27,42 @@
 namespace cera::quant {
 namespace {
 
-// Round half to even (like llama.cpp's nearest_int); valid for |v| < 2^22.
-int nearest_int(float v) { return int(std::lrintf(v)); }
+// Round half to even for |v| < 2^22: adding 1.5·2^23 forces the FPU to round v to an integer in
+// the mantissa (in the current, nearest-even mode); the low 23 bits then hold v + 2^22.
+inline int nearest_int(float v) {
+  const float shifted = v + 12582912.0f;
+  int32_t bits;
+  std::memcpy(&bits, &shifted, 4);
+  return (bits & 0x007fffff) - 0x00400000;
+}
 
-int clamp_int(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
+inline int clamp_int(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
-float round_f16(float v) { return f16_to_f32(f32_to_f16(v)); }
+// A value's f16 code and the float it decodes to (what a dequantizer will read back).
+inline float as_stored(uint16_t h) { return f16_to_f32(h); }
 
-// ---------------------------------------------------------------- activation formats (exact)
+// Sub-blocks whose largest magnitude is below this are treated as all zero (llama.cpp's
+// GROUP_MAX_EPS), so tiny denormal groups do not produce huge inverse scales.
+constexpr float kGroupMaxEps = 1e-15f;
+
+// The element of largest magnitude, keeping its sign; the first one wins ties.
+struct SignedMax {
+  float amax = 0.0f;  // |max|
+  float max = 0.0f;   // the element itself
+};
+inline SignedMax signed_max(const float* x, int n) {
+  SignedMax m;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > m.amax) {
+      m.amax = ax;
+      m.max = x[i];
+    }
+  }
+  return m;
+}
+
+// ---------------------------------------------------------------- Q8 formats (weights and activations)
 
 void q8_0_block(const float* x, BlockQ8_0* y) {
   float amax = 0.0f;
@@ -75,274 +115,453 @@ void q8_k_block(const float* x, BlockQ8_K* y) {
   y->d = 1.0f / iscale;
 }
 
-// ---------------------------------------------------------------- weight-format fitting
+// ---------------------------------------------------------------- 32-wide weight formats
 
-// x ≈ d·L with integer L in [qmin, qmax]: tries scales that put the signed extreme on several
-// levels near either end, refits d by least squares for each, keeps the lowest squared error.
-float fit_symmetric(const float* x, int n, int qmin, int qmax) {
-  float amax = 0.0f, max = 0.0f;
-  for (int i = 0; i < n; ++i)
-    if (std::fabs(x[i]) > amax) {
-      amax = std::fabs(x[i]);
-      max = x[i];
-    }
-  if (amax == 0.0f) return 0.0f;
-  float best_d = max / float(qmin), best_err = INFINITY;
-  for (int side = 0; side < 2; ++side) {
-    for (int k = 0; k <= 10; ++k) {
-      // target level for the extreme: qmin + k/4 on one side, -(qmax - k/4)... on the other
-      const float target = side == 0 ? float(qmin) + 0.2f * float(k) : float(qmax) - 0.2f * float(k);
-      if (target == 0.0f) continue;
-      const float d0 = max / target;
-      double sxl = 0, sll = 0;
-      for (int i = 0; i < n; ++i) {
-        const int l = clamp_int(nearest_int(x[i] / d0), qmin, qmax);
-        sxl += double(x[i]) * l;
-        sll += double(l) * l;
-      }
-      if (sll == 0) continue;
-      const float d = float(sxl / sll);
-      if (d == 0.0f) continue;
-      double err = 0;
-      for (int i = 0; i < n; ++i) {
-        const int l = clamp_int(nearest_int(x[i] / d), qmin, qmax);
-        const double e = double(x[i]) - double(d) * l;
-        err += e * e;
-      }
-      if (err < best_err) {
-        best_err = float(err);
-        best_d = d;
-      }
-    }
-  }
-  return best_d;
-}
-
-// x ≈ a·L + b with integer L in [0, nmax]. With nonpos_offset, b is kept ≤ 0 (K-quants store the
-// offset as an unsigned min that is subtracted). Searches iscale around nmax/(max-min) and refits
-// (a, b) by least squares, like llama.cpp's make_qkx2_quants but unweighted.
-void fit_asymmetric(const float* x, int n, int nmax, bool nonpos_offset, float* a_out, float* b_out) {
-  float mn = x[0], mx = x[0];
-  for (int i = 1; i < n; ++i) {
-    mn = std::fmin(mn, x[i]);
-    mx = std::fmax(mx, x[i]);
-  }
-  if (nonpos_offset && mn > 0.0f) mn = 0.0f;
-  if (mx == mn) {
-    *a_out = 0.0f;
-    *b_out = mn;
-    return;
-  }
-  float best_a = (mx - mn) / float(nmax), best_b = mn;
-  double best_err = INFINITY;
-  for (int k = -1; k <= 20; ++k) {
-    const float iscale = k < 0 ? float(nmax) / (mx - mn) : (float(nmax) - 1.0f + 0.1f * float(k)) / (mx - mn);
-    double sl = 0, sll = 0, sx = 0, sxl = 0;
-    for (int i = 0; i < n; ++i) {
-      const int l = clamp_int(nearest_int(iscale * (x[i] - mn)), 0, nmax);
-      sl += l;
-      sll += double(l) * l;
-      sx += x[i];
-      sxl += double(x[i]) * l;
-    }
-    const double det = n * sll - sl * sl;
-    if (det <= 0) continue;
-    double a = (n * sxl - sl * sx) / det;
-    double b = (sll * sx - sl * sxl) / det;
-    if (nonpos_offset && b > 0) {
-      b = 0;
-      a = sxl / sll;
-    }
-    if (a <= 0) continue;
-    double err = 0;
-    for (int i = 0; i < n; ++i) {
-      const int l = clamp_int(nearest_int(float((x[i] - b) / a)), 0, nmax);
-      const double e = x[i] - (a * l + b);
-      err += e * e;
-    }
-    if (err < best_err) {
-      best_err = err;
-      best_a = float(a);
-      best_b = float(b);
-    }
-  }
-  *a_out = best_a;
-  *b_out = best_b;
-}
-
-int level_sym(float x, float d, int qmin, int qmax) {
-  return d == 0.0f ? 0 : clamp_int(nearest_int(x / d), qmin, qmax);
-}
-int level_asym(float x, float a, float b, int nmax) {
-  return a == 0.0f ? 0 : clamp_int(nearest_int((x - b) / a), 0, nmax);
-}
-
+// Symmetric 4/5-bit: the signed extreme maps to the most negative level (-8 / -16), which uses the
+// one extra negative level and leaves the opposite side one step short. Levels are
+// trunc(x/d + offset + 0.5), i.e. round half up, capped at the top level.
 void q4_0_block(const float* x, BlockQ4_0* y) {
-  const float d = round_f16(fit_symmetric(x, kQK, -8, 7));
+  const float d = signed_max(x, kQK).max / -8.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
   y->d = f32_to_f16(d);
   for (int j = 0; j < 16; ++j) {
-    const int lo = level_sym(x[j], d, -8, 7) + 8, hi = level_sym(x[j + 16], d, -8, 7) + 8;
-    y->qs[j] = uint8_t(lo | hi << 4);
+    const float lo = x[j] * id, hi = x[j + 16] * id;
+    const int qlo = std::min(15, int(int8_t(lo + 8.5f)));
+    const int qhi = std::min(15, int(int8_t(hi + 8.5f)));
+    y->qs[j] = uint8_t(qlo | qhi << 4);
   }
 }
 
 void q5_0_block(const float* x, BlockQ5_0* y) {
-  const float d = round_f16(fit_symmetric(x, kQK, -16, 15));
+  const float d = signed_max(x, kQK).max / -16.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
   y->d = f32_to_f16(d);
   uint32_t qh = 0;
   for (int j = 0; j < 16; ++j) {
-    const int lo = level_sym(x[j], d, -16, 15) + 16, hi = level_sym(x[j + 16], d, -16, 15) + 16;
-    y->qs[j] = uint8_t((lo & 0xF) | (hi & 0xF) << 4);
-    qh |= uint32_t(lo >> 4) << j | uint32_t(hi >> 4) << (j + 16);
+    const float lo = x[j] * id, hi = x[j + 16] * id;
+    const int qlo = std::min(31, int(int8_t(lo + 16.5f)));
+    const int qhi = std::min(31, int(int8_t(hi + 16.5f)));
+    y->qs[j] = uint8_t((qlo & 0xF) | (qhi & 0xF) << 4);
+    qh |= uint32_t(qlo >> 4 & 1) << j | uint32_t(qhi >> 4 & 1) << (j + 16);
   }
-  for (int k = 0; k < 4; ++k) y->qh[k] = uint8_t(qh >> (8 * k));
+  std::memcpy(y->qh, &qh, 4);  // little-endian u32, as the format defines
+}
+
+// Asymmetric 4/5-bit: min stored as-is, d spans [min, max] in 15 / 31 steps.
+void min_max(const float* x, int n, float* mn, float* mx) {
+  float lo = FLT_MAX, hi = -FLT_MAX;
+  for (int j = 0; j < n; ++j) {
+    if (x[j] < lo) lo = x[j];
+    if (x[j] > hi) hi = x[j];
+  }
+  *mn = lo;
+  *mx = hi;
 }
 
 void q4_1_block(const float* x, BlockQ4_1* y) {
-  float a, b;
-  fit_asymmetric(x, kQK, 15, false, &a, &b);
-  a = round_f16(a);
-  b = round_f16(b);
-  y->d = f32_to_f16(a);
-  y->m = f32_to_f16(b);
-  for (int j = 0; j < 16; ++j)
-    y->qs[j] = uint8_t(level_asym(x[j], a, b, 15) | level_asym(x[j + 16], a, b, 15) << 4);
+  float mn, mx;
+  min_max(x, kQK, &mn, &mx);
+  const float d = (mx - mn) / 15.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  y->d = f32_to_f16(d);
+  y->m = f32_to_f16(mn);
+  for (int j = 0; j < 16; ++j) {
+    const float lo = (x[j] - mn) * id, hi = (x[j + 16] - mn) * id;
+    const int qlo = std::min(15, int(int8_t(lo + 0.5f)));
+    const int qhi = std::min(15, int(int8_t(hi + 0.5f)));
+    y->qs[j] = uint8_t(qlo | qhi << 4);
+  }
 }
 
 void q5_1_block(const float* x, BlockQ5_1* y) {
-  float a, b;
-  fit_asymmetric(x, kQK, 31, false, &a, &b);
-  a = round_f16(a);
-  b = round_f16(b);
-  y->d = f32_to_f16(a);
-  y->m = f32_to_f16(b);
+  float mn, mx;
+  min_max(x, kQK, &mn, &mx);
+  const float d = (mx - mn) / 31.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  y->d = f32_to_f16(d);
+  y->m = f32_to_f16(mn);
   uint32_t qh = 0;
   for (int j = 0; j < 16; ++j) {
-    const int lo = level_asym(x[j], a, b, 31), hi = level_asym(x[j + 16], a, b, 31);
-    y->qs[j] = uint8_t((lo & 0xF) | (hi & 0xF) << 4);
-    qh |= uint32_t(lo >> 4) << j | uint32_t(hi >> 4) << (j + 16);
+    const float lo = (x[j] - mn) * id, hi = (x[j + 16] - mn) * id;
+    // no cap here in llama.cpp: (max-min)·id rounds to 31 at most
+    const int qlo = uint8_t(lo + 0.5f), qhi = uint8_t(hi + 0.5f);
+    y->qs[j] = uint8_t((qlo & 0xF) | (qhi & 0xF) << 4);
+    qh |= uint32_t(qlo >> 4 & 1) << j | uint32_t(qhi >> 4 & 1) << (j + 16);
   }
-  for (int k = 0; k < 4; ++k) y->qh[k] = uint8_t(qh >> (8 * k));
+  std::memcpy(y->qh, &qh, 4);
 }
 
-// K-quants with (scale, min) per sub-block: fits every sub-block, quantizes the scales and mins
-// with `scale_bits` bits against two f16 super-scales, then picks levels with the final values.
-// levels[k] gets L for element k; sc/mn the quantized sub-block scale and min.
-void fit_k_asym(const float* x, int sub, int nmax, int scale_max, uint16_t* d_out, uint16_t* dmin_out,
-                uint8_t* sc, uint8_t* mn, uint8_t* levels) {
-  const int nsub = kQK_K / sub;
-  float scales[16], mins[16];
-  float max_scale = 0.0f, max_min = 0.0f;
-  for (int s = 0; s < nsub; ++s) {
-    float a, b;
-    fit_asymmetric(x + s * sub, sub, nmax, true, &a, &b);
-    scales[s] = a;
-    mins[s] = -b;
-    max_scale = std::fmax(max_scale, a);
-    max_min = std::fmax(max_min, -b);
+// ---------------------------------------------------------------- K-quant sub-block searches
+
+// Asymmetric sub-block fit x ≈ scale·L - m with L in [0, nmax] and m ≥ 0 (llama.cpp's
+// make_qkx2_quants). Starts from the min/max grid, then tries nstep+1 inverse scales
+// (nmax + rmin + rdelta·k)/(max - offset); for each it rounds, solves the weighted least-squares
+// (scale, offset) for those levels (offset clipped to ≤ 0), and keeps the candidate with the
+// smallest weighted error (|diff| with use_mad, else diff²). Note that `offset` is the best fit so
+// far, not the sub-block minimum: once a candidate wins, later candidates are gridded from its
+// offset — llama.cpp does this, and matching its bytes requires doing it too.
+// Returns scale; *neg_min = m.
+float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L, float* neg_min, float rmin,
+                    float rdelta, int nstep, bool use_mad) {
+  float lo = x[0], hi = x[0];
+  float sum_w = w[0];
+  float sum_x = sum_w * x[0];
+  for (int i = 1; i < n; ++i) {
+    if (x[i] < lo) lo = x[i];
+    if (x[i] > hi) hi = x[i];
+    sum_w += w[i];
+    sum_x += w[i] * x[i];
   }
-  const float d = round_f16(max_scale / float(scale_max));
-  const float dmin = round_f16(max_min / float(scale_max));
-  *d_out = f32_to_f16(d);
-  *dmin_out = f32_to_f16(dmin);
-  for (int s = 0; s < nsub; ++s) {
-    sc[s] = uint8_t(d > 0 ? clamp_int(nearest_int(scales[s] / d), 0, scale_max) : 0);
-    mn[s] = uint8_t(dmin > 0 ? clamp_int(nearest_int(mins[s] / dmin), 0, scale_max) : 0);
-    const float a = d * float(sc[s]), b = -dmin * float(mn[s]);
-    for (int l = 0; l < sub; ++l) levels[s * sub + l] = uint8_t(level_asym(x[s * sub + l], a, b, nmax));
+  if (lo > 0) lo = 0;  // the offset can only shift down
+  if (hi == lo) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    *neg_min = -lo;
+    return 0.0f;
   }
+  auto error_of = [&](float scale, float offset, const uint8_t* levels) {
+    float err = 0;
+    for (int i = 0; i < n; ++i) {
+      float diff = scale * float(levels[i]) + offset - x[i];
+      diff = use_mad ? std::fabs(diff) : diff * diff;
+      err += w[i] * diff;
+    }
+    return err;
+  };
+
+  float iscale = float(nmax) / (hi - lo);
+  float scale = 1.0f / iscale;
+  float offset = lo;
+  for (int i = 0; i < n; ++i) L[i] = uint8_t(clamp_int(nearest_int(iscale * (x[i] - offset)), 0, nmax));
+  float best_err = error_of(scale, offset, L);
+
+  uint8_t cand[32];
+  for (int k = 0; k <= nstep; ++k) {
+    iscale = (rmin + rdelta * float(k) + float(nmax)) / (hi - offset);
+    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = clamp_int(nearest_int(iscale * (x[i] - offset)), 0, nmax);
+      cand[i] = uint8_t(l);
+      const float wl = w[i] * float(l);
+      sum_l += wl;
+      sum_l2 += wl * float(l);
+      sum_xl += wl * x[i];
+    }
+    const float det = sum_w * sum_l2 - sum_l * sum_l;
+    if (!(det > 0)) continue;
+    float s = (sum_w * sum_xl - sum_x * sum_l) / det;
+    float o = (sum_l2 * sum_x - sum_l * sum_xl) / det;
+    if (o > 0) {  // a positive offset is not representable: refit the scale alone
+      o = 0;
+      s = sum_xl / sum_l2;
+    }
+    const float err = error_of(s, o, cand);
+    if (err < best_err) {
+      std::memcpy(L, cand, size_t(n));
+      best_err = err;
+      scale = s;
+      offset = o;
+    }
+  }
+  *neg_min = -offset;
+  return scale;
 }
 
-// K-quants with a signed scale per sub-block of 16 (Q3_K, Q6_K).
-float fit_k_sym(const float* x, int qmin, int qmax, int scale_max, int8_t* sc, int8_t* levels) {
-  float scales[16], amax = 0.0f;
-  for (int s = 0; s < 16; ++s) {
-    scales[s] = fit_symmetric(x + 16 * s, 16, qmin, qmax);
-    amax = std::fmax(amax, std::fabs(scales[s]));
+// Symmetric 16-element fit for Q3_K (llama.cpp's make_q3_quants with do_rmse): levels in
+// [-nmax, nmax-1] from the signed extreme, then up to 5 passes of coordinate descent that move one
+// level at a time when that raises (Σ w·x·l)² / Σ w·l² (the x²-weighted least-squares gain).
+// L gets levels + nmax. Returns the least-squares scale.
+float fit_q3(const float* x, int8_t* L) {
+  constexpr int n = 16, nmax = 4;
+  const SignedMax m = signed_max(x, n);
+  if (m.amax < kGroupMaxEps) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    return 0.0f;
   }
-  const float d = round_f16(amax / float(scale_max));
-  for (int s = 0; s < 16; ++s) {
-    sc[s] = int8_t(d > 0 ? clamp_int(nearest_int(scales[s] / d), -scale_max, scale_max) : 0);
-    const float ds = d * float(sc[s]);
-    for (int l = 0; l < 16; ++l) levels[16 * s + l] = int8_t(level_sym(x[16 * s + l], ds, qmin, qmax));
+  const float iscale = float(-nmax) / m.max;
+  float sumlx = 0, suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1);
+    L[i] = int8_t(l);
+    const float w = x[i] * x[i];
+    sumlx += w * x[i] * float(l);
+    suml2 += w * float(l) * float(l);
   }
-  return d;
+  for (int pass = 0; pass < 5; ++pass) {
+    int changed = 0;
+    for (int i = 0; i < n; ++i) {
+      const float w = x[i] * x[i];
+      float slx = sumlx - w * x[i] * float(L[i]);
+      if (slx > 0) {
+        float sl2 = suml2 - w * float(L[i]) * float(L[i]);
+        // the level that best fits x[i] given the other elements' scale
+        const int nl = clamp_int(nearest_int(x[i] * sl2 / slx), -nmax, nmax - 1);
+        if (nl != L[i]) {
+          slx += w * x[i] * float(nl);
+          sl2 += w * float(nl) * float(nl);
+          if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+            L[i] = int8_t(nl);
+            sumlx = slx;
+            suml2 = sl2;
+            ++changed;
+          }
+        }
+      }
+    }
+    if (!changed) break;
+  }
+  for (int i = 0; i < n; ++i) L[i] = int8_t(L[i] + nmax);
+  return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+// Symmetric 16-element fit for Q6_K (llama.cpp's make_qx_quants, rmse_type 1, no imatrix):
+// inverse scales -(nmax + 0.1k)/max for k = 0, ±1..±9, levels in [-nmax, nmax-1]; keeps the one
+// with the largest x²-weighted least-squares gain (Σ w·x·l)² / Σ w·l². L gets levels + nmax.
+float fit_q6(const float* x, int8_t* L) {
+  constexpr int n = 16, nmax = 32;
+  const SignedMax m = signed_max(x, n);
+  if (m.amax < kGroupMaxEps) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    return 0.0f;
+  }
+  float w[n];
+  for (int i = 0; i < n; ++i) w[i] = x[i] * x[i];
+  auto sums = [&](float iscale, float* sumlx, float* suml2) {
+    float slx = 0, sl2 = 0;
+    for (int i = 0; i < n; ++i) {
+      const float l = float(clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1));
+      slx += w[i] * x[i] * l;
+      sl2 += w[i] * l * l;
+    }
+    *sumlx = slx;
+    *suml2 = sl2;
+  };
+  auto set_levels = [&](float iscale) {
+    for (int i = 0; i < n; ++i) L[i] = int8_t(nmax + clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1));
+  };
+
+  float iscale = float(-nmax) / m.max;
+  float sumlx, suml2;
+  sums(iscale, &sumlx, &suml2);
+  set_levels(iscale);
+  float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
+  float best = scale * sumlx;
+  for (int k = -9; k <= 9; ++k) {
+    if (k == 0) continue;
+    iscale = -(float(nmax) + 0.1f * float(k)) / m.max;
+    sums(iscale, &sumlx, &suml2);
+    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+      set_levels(iscale);
+      scale = sumlx / suml2;
+      best = scale * sumlx;
+    }
+  }
+  return scale;
+}
+
+// ---------------------------------------------------------------- K-quant blocks
+
+// Two bits per level, four levels per byte: byte l of half h holds elements 128h + l + 32s in bits
+// 2s..2s+1 (Q2_K and the low bits of Q3_K).
+void pack_2bit(const uint8_t* L, uint8_t* qs) {
+  for (int h = 0; h < 2; ++h)
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t* e = L + 128 * h + l;
+      qs[32 * h + l] = uint8_t(e[0] | e[32] << 2 | e[64] << 4 | e[96] << 6);
+    }
 }
 
 void q2_k_block(const float* x, BlockQ2_K* y) {
-  uint8_t sc[16], mn[16], L[kQK_K];
-  fit_k_asym(x, 16, 3, 15, &y->d, &y->dmin, sc, mn, L);
-  for (int s = 0; s < 16; ++s) y->scales[s] = uint8_t(sc[s] | mn[s] << 4);
-  std::memset(y->qs, 0, sizeof(y->qs));
-  for (int n = 0; n < 2; ++n)
-    for (int j = 0; j < 4; ++j)
-      for (int l = 0; l < 32; ++l) y->qs[32 * n + l] |= uint8_t(L[128 * n + 32 * j + l] << (2 * j));
+  uint8_t L[kQK_K];
+  float scales[16], mins[16], w[16];
+  float max_scale = 0, max_min = 0;  // scales and mins are both ≥ 0 here
+  for (int s = 0; s < 16; ++s) {
+    const float* xs = x + 16 * s;
+    for (int l = 0; l < 16; ++l) w[l] = std::fabs(xs[l]);
+    scales[s] = fit_scale_min(16, 3, xs, w, L + 16 * s, &mins[s], -0.5f, 0.1f, 15, /*use_mad=*/true);
+    if (scales[s] > max_scale) max_scale = scales[s];
+    if (mins[s] > max_min) max_min = mins[s];
+  }
+  // 4-bit scale and min per sub-block against f16 super-scales max/15.
+  if (max_scale > 0) {
+    const float iscale = 15.0f / max_scale;
+    for (int s = 0; s < 16; ++s) y->scales[s] = uint8_t(nearest_int(iscale * scales[s]));
+    y->d = f32_to_f16(max_scale / 15.0f);
+  } else {
+    for (int s = 0; s < 16; ++s) y->scales[s] = 0;
+    y->d = f32_to_f16(0.0f);
+  }
+  if (max_min > 0) {
+    const float iscale = 15.0f / max_min;
+    for (int s = 0; s < 16; ++s) y->scales[s] = uint8_t(y->scales[s] | nearest_int(iscale * mins[s]) << 4);
+    y->dmin = f32_to_f16(max_min / 15.0f);
+  } else {
+    y->dmin = f32_to_f16(0.0f);
+  }
+  // Re-pick the levels against the stored scale and min; a zero scale keeps the search's levels.
+  const float d_all = as_stored(y->d), dmin_all = as_stored(y->dmin);
+  for (int s = 0; s < 16; ++s) {
+    const float d = d_all * float(y->scales[s] & 0xF);
+    if (d == 0.0f) continue;
+    const float dm = dmin_all * float(y->scales[s] >> 4);
+    for (int l = 0; l < 16; ++l) L[16 * s + l] = uint8_t(clamp_int(nearest_int((x[16 * s + l] + dm) / d), 0, 3));
+  }
+  pack_2bit(L, y->qs);
 }
 
 void q3_k_block(const float* x, BlockQ3_K* y) {
-  int8_t sc[16], L[kQK_K];
-  const float d = fit_k_sym(x, -4, 3, 31, sc, L);
-  y->d = f32_to_f16(d);
-  std::memset(y->scales, 0, sizeof(y->scales));
+  int8_t L[kQK_K];
+  float scales[16];
+  float amax = 0, max_scale = 0;  // the sub-block scale of largest magnitude, signed
   for (int s = 0; s < 16; ++s) {
-    const int u = sc[s] + 32;  // 6-bit biased
-    if (s < 8) y->scales[s] |= uint8_t(u & 0xF);
-    else y->scales[s - 8] |= uint8_t((u & 0xF) << 4);
-    y->scales[8 + s % 4] |= uint8_t((u >> 4) << (2 * (s / 4)));
+    scales[s] = fit_q3(x + 16 * s, L + 16 * s);
+    const float a = std::fabs(scales[s]);
+    if (a > amax) {
+      amax = a;
+      max_scale = scales[s];
+    }
   }
-  std::memset(y->qs, 0, sizeof(y->qs));
+  // 6-bit signed scales: the largest maps to -32 (the extra negative code), packed as low nibbles
+  // in bytes 0..7 (two per byte) and top two bits in bytes 8..11.
+  std::memset(y->scales, 0, sizeof(y->scales));
+  if (max_scale != 0.0f) {
+    const float iscale = -32.0f / max_scale;
+    for (int s = 0; s < 16; ++s) {
+      int8_t q = int8_t(nearest_int(iscale * scales[s]));
+      q = int8_t(clamp_int(q, -32, 31) + 32);
+      if (s < 8) y->scales[s] = uint8_t(q & 0xF);
+      else y->scales[s - 8] = uint8_t(y->scales[s - 8] | (q & 0xF) << 4);
+      y->scales[8 + s % 4] = uint8_t(y->scales[8 + s % 4] | (q >> 4) << (2 * (s / 4)));
+    }
+    y->d = f32_to_f16(1.0f / iscale);
+  } else {
+    y->d = f32_to_f16(0.0f);
+  }
+  // Re-pick levels against the stored scales (a zero scale keeps the search's levels).
+  const float d_all = as_stored(y->d);
+  for (int s = 0; s < 16; ++s) {
+    const int low4 = s < 8 ? (y->scales[s] & 0xF) : (y->scales[s - 8] >> 4);
+    const int high2 = (y->scales[8 + s % 4] >> (2 * (s / 4))) & 3;
+    const float d = d_all * float((low4 | high2 << 4) - 32);
+    if (d == 0.0f) continue;
+    for (int l = 0; l < 16; ++l) L[16 * s + l] = int8_t(clamp_int(nearest_int(x[16 * s + l] / d), -4, 3) + 4);
+  }
+  // Bit 2 of level k goes to hmask[k % 32], bit k / 32; the low two bits pack like Q2_K.
+  uint8_t low[kQK_K];
   std::memset(y->hmask, 0, sizeof(y->hmask));
-  for (int n = 0; n < 2; ++n)
-    for (int j = 0; j < 4; ++j)
-      for (int l = 0; l < 32; ++l) {
-        const int u = L[128 * n + 32 * j + l] + 4;  // 0..7
-        y->qs[32 * n + l] |= uint8_t((u & 3) << (2 * j));
-        if (u & 4) y->hmask[l] |= uint8_t(1u << (4 * n + j));
-      }
+  for (int k = 0; k < kQK_K; ++k) {
+    const int q = L[k];
+    if (q > 3) y->hmask[k % 32] = uint8_t(y->hmask[k % 32] | 1u << (k / 32));
+    low[k] = uint8_t(q & 3);
+  }
+  pack_2bit(low, y->qs);
 }
 
-void pack_scales_k4(const uint8_t* sc, const uint8_t* mn, uint8_t* s) {
+// Q4_K / Q5_K: eight 32-element sub-blocks, each fitted with weights |x| + rms(sub-block), then
+// 6-bit scales and mins against f16 super-scales max/63, then levels re-picked.
+struct K4Result {
+  uint16_t d, dmin;
+  uint8_t scales[12];
+  uint8_t L[kQK_K];
+};
+
+void fit_k4_block(const float* x, int nmax, float rmin, int nstep, K4Result* r) {
+  float scales[8], mins[8], w[32];
+  float max_scale = 0, max_min = 0;
+  for (int s = 0; s < 8; ++s) {
+    const float* xs = x + 32 * s;
+    float sum_x2 = 0;
+    for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
+    const float av_x = std::sqrt(sum_x2 / 32.0f);
+    for (int l = 0; l < 32; ++l) w[l] = av_x + std::fabs(xs[l]);
+    scales[s] = fit_scale_min(32, nmax, xs, w, r->L + 32 * s, &mins[s], rmin, 0.1f, nstep, /*use_mad=*/false);
+    if (scales[s] > max_scale) max_scale = scales[s];
+    if (mins[s] > max_min) max_min = mins[s];
+  }
+  const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+  const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+  uint8_t sc[8], mn[8];
+  for (int s = 0; s < 8; ++s) {
+    // uint8 first, then cap: a (never seen) negative scale wraps and lands on 63, as in llama.cpp
+    sc[s] = std::min<uint8_t>(63, uint8_t(nearest_int(inv_scale * scales[s])));
+    mn[s] = std::min<uint8_t>(63, uint8_t(nearest_int(inv_min * mins[s])));
+  }
+  // Packing per MODELS.md §2.2: bytes 0-3 sc0-3 (+ top bits of sc4-7), 4-7 mn0-3 (+ top bits of
+  // mn4-7), 8-11 low nibbles of sc4-7 | mn4-7.
   for (int j = 0; j < 4; ++j) {
-    s[j] = uint8_t((sc[j] & 63) | (sc[j + 4] >> 4) << 6);
-    s[j + 4] = uint8_t((mn[j] & 63) | (mn[j + 4] >> 4) << 6);
-    s[j + 8] = uint8_t((sc[j + 4] & 0xF) | (mn[j + 4] & 0xF) << 4);
+    r->scales[j] = uint8_t(sc[j] | (sc[j + 4] >> 4) << 6);
+    r->scales[j + 4] = uint8_t(mn[j] | (mn[j + 4] >> 4) << 6);
+    r->scales[j + 8] = uint8_t((sc[j + 4] & 0xF) | (mn[j + 4] & 0xF) << 4);
+  }
+  r->d = f32_to_f16(max_scale / 63.0f);
+  r->dmin = f32_to_f16(max_min / 63.0f);
+  const float d_all = as_stored(r->d), dmin_all = as_stored(r->dmin);
+  for (int s = 0; s < 8; ++s) {
+    const float d = d_all * float(sc[s]);
+    if (d == 0.0f) continue;  // keeps the search's levels
+    const float dm = dmin_all * float(mn[s]);
+    for (int l = 0; l < 32; ++l)
+      r->L[32 * s + l] = uint8_t(clamp_int(nearest_int((x[32 * s + l] + dm) / d), 0, nmax));
   }
 }
 
 void q4_k_block(const float* x, BlockQ4_K* y) {
-  uint8_t sc[8], mn[8], L[kQK_K];
-  fit_k_asym(x, 32, 15, 63, &y->d, &y->dmin, sc, mn, L);
-  pack_scales_k4(sc, mn, y->scales);
+  K4Result r;
+  fit_k4_block(x, 15, -1.0f, 20, &r);
+  y->d = r.d;
+  y->dmin = r.dmin;
+  std::memcpy(y->scales, r.scales, 12);
   for (int c = 0; c < 4; ++c)
-    for (int l = 0; l < 32; ++l) y->qs[32 * c + l] = uint8_t(L[64 * c + l] | L[64 * c + 32 + l] << 4);
+    for (int l = 0; l < 32; ++l) y->qs[32 * c + l] = uint8_t(r.L[64 * c + l] | r.L[64 * c + 32 + l] << 4);
 }
 
 void q5_k_block(const float* x, BlockQ5_K* y) {
-  uint8_t sc[8], mn[8], L[kQK_K];
-  fit_k_asym(x, 32, 31, 63, &y->d, &y->dmin, sc, mn, L);
-  pack_scales_k4(sc, mn, y->scales);
+  K4Result r;
+  fit_k4_block(x, 31, -0.5f, 15, &r);
+  y->d = r.d;
+  y->dmin = r.dmin;
+  std::memcpy(y->scales, r.scales, 12);
   std::memset(y->qh, 0, sizeof(y->qh));
   for (int c = 0; c < 4; ++c)
     for (int l = 0; l < 32; ++l) {
-      const int lo = L[64 * c + l], hi = L[64 * c + 32 + l];
+      const int lo = r.L[64 * c + l], hi = r.L[64 * c + 32 + l];
       y->qs[32 * c + l] = uint8_t((lo & 0xF) | (hi & 0xF) << 4);
-      y->qh[l] |= uint8_t((lo >> 4) << (2 * c) | (hi >> 4) << (2 * c + 1));
+      y->qh[l] = uint8_t(y->qh[l] | (lo >> 4) << (2 * c) | (hi >> 4) << (2 * c + 1));
     }
 }
 
 void q6_k_block(const float* x, BlockQ6_K* y) {
   int8_t L[kQK_K];
-  const float d = fit_k_sym(x, -32, 31, 127, y->scales, L);
-  y->d = f32_to_f16(d);
-  std::memset(y->qh, 0, sizeof(y->qh));
-  for (int n = 0; n < 2; ++n)
+  float scales[16];
+  float max_abs = 0, max_scale = 0;
+  for (int s = 0; s < 16; ++s) {
+    scales[s] = fit_q6(x + 16 * s, L + 16 * s);
+    const float a = std::fabs(scales[s]);
+    if (a > max_abs) {
+      max_abs = a;
+      max_scale = scales[s];
+    }
+  }
+  if (max_abs < kGroupMaxEps) {
+    std::memset(y, 0, sizeof(*y));
+    return;
+  }
+  // 8-bit signed scales: the largest maps to -128.
+  const float iscale = -128.0f / max_scale;
+  y->d = f32_to_f16(1.0f / iscale);
+  for (int s = 0; s < 16; ++s) y->scales[s] = int8_t(std::min(127, nearest_int(iscale * scales[s])));
+  const float d_all = as_stored(y->d);
+  for (int s = 0; s < 16; ++s) {
+    const float d = d_all * float(y->scales[s]);
+    if (d == 0.0f) continue;  // keeps the search's levels
+    for (int l = 0; l < 16; ++l) L[16 * s + l] = int8_t(clamp_int(nearest_int(x[16 * s + l] / d), -32, 31) + 32);
+  }
+  for (int h = 0; h < 2; ++h)
     for (int l = 0; l < 32; ++l) {
-      const int base = 128 * n;
-      const int q1 = L[base + l] + 32, q2 = L[base + l + 32] + 32;
-      const int q3 = L[base + l + 64] + 32, q4 = L[base + l + 96] + 32;
-      y->ql[64 * n + l] = uint8_t((q1 & 0xF) | (q3 & 0xF) << 4);
-      y->ql[64 * n + l + 32] = uint8_t((q2 & 0xF) | (q4 & 0xF) << 4);
-      y->qh[32 * n + l] = uint8_t((q1 >> 4) | (q2 >> 4) << 2 | (q3 >> 4) << 4 | (q4 >> 4) << 6);
+      const int8_t* e = L + 128 * h + l;
+      const int q1 = e[0], q2 = e[32], q3 = e[64], q4 = e[96];
+      y->ql[64 * h + l] = uint8_t((q1 & 0xF) | (q3 & 0xF) << 4);
+      y->ql[64 * h + l + 32] = uint8_t((q2 & 0xF) | (q4 & 0xF) << 4);
+      y->qh[32 * h + l] = uint8_t((q1 >> 4) | (q2 >> 4) << 2 | (q3 >> 4) << 4 | (q4 >> 4) << 6);
     }
 }
 
