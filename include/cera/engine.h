@@ -87,6 +87,7 @@ class Engine {
 
   std::vector<int32_t> tokenize(std::string_view text, bool add_special = true, bool parse_special = false) const;
   std::string token_to_piece(int32_t token) const;
+  // The text of the tokens, as valid UTF-8 (byte sequences that are not UTF-8 become U+FFFD).
   std::string detokenize(std::span<const int32_t> tokens) const;
   bool is_end_of_generation(int32_t token) const;
 

@@ -61,7 +61,13 @@ std::vector<int32_t> Engine::tokenize(std::string_view text, bool add_special, b
 
 std::string Engine::token_to_piece(int32_t token) const { return impl_->tokenizer->token_to_piece(token); }
 
-std::string Engine::detokenize(std::span<const int32_t> tokens) const { return impl_->tokenizer->decode(tokens); }
+std::string Engine::detokenize(std::span<const int32_t> tokens) const {
+  // Same text as generate() streams: valid UTF-8, invalid byte sequences as U+FFFD.
+  StreamingDetokenizer detok(*impl_->tokenizer);
+  std::string out;
+  for (int32_t t : tokens) out += detok.push(t);
+  return out + detok.flush();
+}
 
 bool Engine::is_end_of_generation(int32_t token) const { return impl_->tokenizer->is_eog(token); }
 

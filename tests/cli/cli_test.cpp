@@ -1,0 +1,149 @@
+// The `cera` binary as a user meets it: exit codes, one-line errors, stdout carrying only the
+// generated text, and each command's output format.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cera/engine.h"
+#include "format/safetensors.h"
+#include "support/fixture_models.h"
+#include "support/fixtures.h"
+
+namespace cera {
+namespace {
+
+struct Result {
+  int exit_code;
+  std::string out;
+  std::string err;
+};
+
+// Runs `cera ARGS` through the shell, capturing stdout and stderr separately.
+Result run_cera(const std::string& args) {
+  const std::string err_path = ::testing::TempDir() + "/cera_stderr.txt";
+  const std::string cmd = std::string(CERA_CLI_PATH) + " " + args + " 2>" + err_path;
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.err = test::read_text_file(err_path);
+  return r;
+}
+
+std::string bf16_model() { return test::fixture_gguf("lfm2-tiny", "BF16"); }
+
+size_t count_lines(const std::string& s) {
+  size_t n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+TEST(Cli, EveryCommandHasHelp) {
+  for (const char* cmd : {"", "run", "logits", "tokenize", "inspect", "bench", "quantize"}) {
+    const Result r = run_cera(std::string(cmd) + " --help");
+    EXPECT_EQ(r.exit_code, 0) << cmd;
+    EXPECT_NE(r.out.find("Usage"), std::string::npos) << cmd << ": " << r.out;
+  }
+}
+
+TEST(Cli, UnknownFlagIsANonZeroExitNamingIt) {
+  const Result r = run_cera("run --no-such-flag");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("no-such-flag"), std::string::npos) << r.err;
+}
+
+TEST(Cli, MissingModelFileIsOneClearLine) {
+  const Result r = run_cera("run -m /nonexistent/model.gguf -p hi");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("/nonexistent/model.gguf"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty());
+}
+
+TEST(Cli, TruncatedModelFileIsOneClearLine) {
+  const std::string bytes = test::read_text_file(bf16_model());
+  const std::string path = ::testing::TempDir() + "/truncated.gguf";
+  std::ofstream(path, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size() / 2));
+  const Result r = run_cera("run -m " + path + " -p hi");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("truncated.gguf"), std::string::npos) << r.err;
+}
+
+TEST(Cli, BadTokenIdIsAClearError) {
+  const Result r = run_cera("logits -m " + bf16_model() + " --token-ids 1,2,x -o /tmp/never.safetensors");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("'x'"), std::string::npos) << r.err;
+  const Result out_of_vocab = run_cera("logits -m " + bf16_model() + " --token-ids 1,99999 -o /tmp/never.safetensors");
+  EXPECT_EQ(out_of_vocab.exit_code, 1);
+  EXPECT_NE(out_of_vocab.err.find("99999"), std::string::npos) << out_of_vocab.err;
+}
+
+// Greedy `run` prints exactly the detokenized greedy continuation on stdout, nothing else.
+TEST(Cli, RunStdoutIsOnlyTheGeneratedText) {
+  const auto prompts = test::load_fixture_prompts("lfm2-tiny");
+  EngineOptions o;
+  o.model_path = bf16_model();
+  auto engine = Engine::load(o);
+  const std::vector<int32_t> greedy(prompts[0].greedy.begin(), prompts[0].greedy.begin() + 8);
+  const Result r = run_cera("run -m " + bf16_model() + " -p 'The capital of France is' -n 8 --temp 0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, engine->detokenize(greedy) + "\n");
+  EXPECT_NE(r.err.find("t/s"), std::string::npos) << "timings go to stderr: " << r.err;
+}
+
+TEST(Cli, TokenizePrintsTheFixtureIds) {
+  const auto prompts = test::load_fixture_prompts("lfm2-tiny");
+  const Result r = run_cera("tokenize -m " + bf16_model() + " --add-special 'The capital of France is'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).get<std::vector<int32_t>>(), prompts[0].ids);
+
+  const std::string in = ::testing::TempDir() + "/strings.json";
+  std::ofstream(in) << R"(["The capital of France is", "Hello world"])";
+  const Result many = run_cera("tokenize -m " + bf16_model() + " --add-special --json-input " + in);
+  ASSERT_EQ(many.exit_code, 0) << many.err;
+  const auto ids = nlohmann::json::parse(many.out);
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_EQ(ids[0].get<std::vector<int32_t>>(), prompts[0].ids);
+}
+
+TEST(Cli, LogitsWritesEveryPosition) {
+  const auto prompts = test::load_fixture_prompts("lfm2-tiny");
+  std::string list;
+  for (int32_t id : prompts[0].ids) list += (list.empty() ? "" : ",") + std::to_string(id);
+  const std::string out = ::testing::TempDir() + "/logits.safetensors";
+  const Result r = run_cera("logits -m " + bf16_model() + " --token-ids " + list + " --all-positions -o " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto f = safetensors::File::open(out);
+  EXPECT_EQ(f->get("logits").shape, (std::vector<int64_t>{int64_t(prompts[0].ids.size()), 1024}));
+  const auto ref = safetensors::File::open(test::fixture_path("models/lfm2-tiny/ref/hf.safetensors"))->get("p0.logits").to_f32();
+  const auto ours = f->get("logits").to_f32();
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) num += (ours[i] - ref[i]) * (ours[i] - ref[i]), den += ref[i] * ref[i];
+  EXPECT_LE(std::sqrt(num / den), 1e-4);
+}
+
+TEST(Cli, InspectShowsMetadataAndTensors) {
+  const Result r = run_cera("inspect " + bf16_model());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("general.architecture"), std::string::npos);
+  EXPECT_NE(r.out.find("token_embd.weight"), std::string::npos);
+}
+
+TEST(Cli, BenchPrintsLlamaBenchRows) {
+  const Result r = run_cera("bench -m " + bf16_model() + " -p 16 -n 4 -r 1 -t 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("| pp16 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| tg4 |"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace cera
