@@ -51,6 +51,7 @@ class Interpreter {
   Interpreter(const Template& t, const RenderLimits& limits) : tmpl_(t), limits_(limits) {}
 
   std::string run(const Value& context) {
+    stack_base_ = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
     auto globals = std::make_shared<Scope>();
     const Value g = make_globals();
     for (const auto& [k, v] : g.as_dict().items) globals->vars[k] = v;
@@ -92,7 +93,9 @@ class Interpreter {
   struct NestGuard {
     Interpreter& in;
     NestGuard(Interpreter& i, Pos p) : in(i) {
-      if (++in.nesting_ > in.limits_.max_nesting)
+      const auto here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+      const uintptr_t used = in.stack_base_ > here ? in.stack_base_ - here : here - in.stack_base_;
+      if (++in.nesting_ > in.limits_.max_nesting || used > in.limits_.max_stack_bytes)
         throw Error(ErrorCode::InvalidArgument, where(p) + "template evaluation nested too deeply (limit " +
                                                     std::to_string(in.limits_.max_nesting) + ")");
     }
@@ -541,6 +544,7 @@ class Interpreter {
   uint64_t steps_ = 0;
   int depth_ = 0;
   int nesting_ = 0;
+  uintptr_t stack_base_ = 0;
 };
 
 }  // namespace

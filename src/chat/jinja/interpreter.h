@@ -10,7 +10,9 @@ namespace cera::chat::jinja {
 
 struct RenderLimits {
   int max_call_depth = 64;                    // nested macro calls (recursion guard)
-  int max_nesting = 2000;                     // nested statement + expression evaluation (stack guard)
+  int max_nesting = 2000;                     // nested statement + expression evaluation
+  size_t max_stack_bytes = 2u << 20;          // C++ stack the evaluation may use (frames are ~1 KB,
+                                              // ~9 KB under ASan); lower it on small-stack threads
   uint64_t max_steps = 50'000'000;            // statements + loop iterations: no runaway loops
   size_t max_output_bytes = 256u << 20;       // a template cannot build unbounded strings
 };
