@@ -200,70 +200,105 @@ void q5_1_block(const float* x, BlockQ5_1* y) {
 // smallest weighted error (|diff| with use_mad, else diff²). Note that `offset` is the best fit so
 // far, not the sub-block minimum: once a candidate wins, later candidates are gridded from its
 // offset — llama.cpp does this, and matching its bytes requires doing it too.
-// Returns scale; *neg_min = m.
-float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L, float* neg_min, float rmin,
-                    float rdelta, int nstep, bool use_mad) {
-  float lo = x[0], hi = x[0];
-  float sum_w = w[0];
-  float sum_x = sum_w * x[0];
-  for (int i = 1; i < n; ++i) {
-    if (x[i] < lo) lo = x[i];
-    if (x[i] > hi) hi = x[i];
-    sum_w += w[i];
-    sum_x += w[i] * x[i];
+//
+// Runs S sub-blocks of N elements side by side ("lanes"), inputs transposed: xt[i*S + s] is
+// element i of sub-block s. Each lane performs exactly the single-sub-block operations in the same
+// order (its sums still accumulate element 0, 1, 2, ...), so the result is bit-identical; but the S
+// independent float add chains overlap instead of each waiting out the adder's latency, and the
+// inner loops over lanes vectorize. Outputs: Lt (transposed like xt), scale[s], neg_min[s].
+template <int S, int N, int nmax, bool use_mad>
+void fit_scale_min_lanes(const float* xt, const float* wt, float rmin, float rdelta, int nstep, uint8_t* Lt,
+                         float* scale_out, float* neg_min_out) {
+  float lo[S], hi[S], sum_w[S], sum_x[S];
+  for (int s = 0; s < S; ++s) {
+    lo[s] = hi[s] = xt[s];
+    sum_w[s] = wt[s];
+    sum_x[s] = sum_w[s] * xt[s];
   }
-  if (lo > 0) lo = 0;  // the offset can only shift down
-  if (hi == lo) {
-    for (int i = 0; i < n; ++i) L[i] = 0;
-    *neg_min = -lo;
-    return 0.0f;
-  }
-  auto error_of = [&](float scale, float offset, const uint8_t* levels) {
-    float err = 0;
-    for (int i = 0; i < n; ++i) {
-      float diff = scale * float(levels[i]) + offset - x[i];
-      diff = use_mad ? std::fabs(diff) : diff * diff;
-      err += w[i] * diff;
+  for (int i = 1; i < N; ++i)
+    for (int s = 0; s < S; ++s) {
+      const float x = xt[i * S + s], w = wt[i * S + s];
+      lo[s] = x < lo[s] ? x : lo[s];
+      hi[s] = x > hi[s] ? x : hi[s];
+      sum_w[s] += w;
+      sum_x[s] += w * x;
     }
-    return err;
+  bool flat[S];  // all elements equal (after including 0): nothing to fit
+  float offset[S], scale[S], best_err[S], iscale[S];
+  for (int s = 0; s < S; ++s) {
+    if (lo[s] > 0) lo[s] = 0;  // the offset can only shift down
+    flat[s] = hi[s] == lo[s];
+    offset[s] = lo[s];
+    iscale[s] = flat[s] ? 0.0f : float(nmax) / (hi[s] - lo[s]);
+    scale[s] = flat[s] ? 0.0f : 1.0f / iscale[s];
+  }
+  // The levels of the candidate with scale sc and offset of, and its weighted error.
+  float lev[N * S];
+  auto round_levels = [&](const float* isc) {
+    for (int i = 0; i < N; ++i)
+      for (int s = 0; s < S; ++s)
+        lev[i * S + s] = float(clamp_int(nearest_int(isc[s] * (xt[i * S + s] - offset[s])), 0, nmax));
   };
+  auto weighted_error = [&](const float* sc, const float* of, float* err) {
+    for (int s = 0; s < S; ++s) err[s] = 0;
+    for (int i = 0; i < N; ++i)
+      for (int s = 0; s < S; ++s) {
+        float diff = sc[s] * lev[i * S + s] + of[s] - xt[i * S + s];
+        if constexpr (use_mad) diff = std::fabs(diff);
+        else diff = diff * diff;
+        err[s] += wt[i * S + s] * diff;
+      }
+  };
+  round_levels(iscale);
+  weighted_error(scale, offset, best_err);
+  float best_lev[N * S];
+  std::memcpy(best_lev, lev, sizeof(lev));
 
-  float iscale = float(nmax) / (hi - lo);
-  float scale = 1.0f / iscale;
-  float offset = lo;
-  for (int i = 0; i < n; ++i) L[i] = uint8_t(clamp_int(nearest_int(iscale * (x[i] - offset)), 0, nmax));
-  float best_err = error_of(scale, offset, L);
-
-  uint8_t cand[32];
   for (int k = 0; k <= nstep; ++k) {
-    iscale = (rmin + rdelta * float(k) + float(nmax)) / (hi - offset);
-    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-    for (int i = 0; i < n; ++i) {
-      const int l = clamp_int(nearest_int(iscale * (x[i] - offset)), 0, nmax);
-      cand[i] = uint8_t(l);
-      const float wl = w[i] * float(l);
-      sum_l += wl;
-      sum_l2 += wl * float(l);
-      sum_xl += wl * x[i];
+    for (int s = 0; s < S; ++s) iscale[s] = (rmin + rdelta * float(k) + float(nmax)) / (hi[s] - offset[s]);
+    round_levels(iscale);
+    float sum_l[S] = {}, sum_l2[S] = {}, sum_xl[S] = {};
+    for (int i = 0; i < N; ++i)
+      for (int s = 0; s < S; ++s) {
+        const float l = lev[i * S + s], wl = wt[i * S + s] * l;
+        sum_l[s] += wl;
+        sum_l2[s] += wl * l;
+        sum_xl[s] += wl * xt[i * S + s];
+      }
+    float cand_scale[S], cand_offset[S], err[S];
+    bool usable[S];
+    for (int s = 0; s < S; ++s) {
+      const float det = sum_w[s] * sum_l2[s] - sum_l[s] * sum_l[s];
+      usable[s] = !flat[s] && det > 0;
+      float sc = usable[s] ? (sum_w[s] * sum_xl[s] - sum_x[s] * sum_l[s]) / det : 0.0f;
+      float of = usable[s] ? (sum_l2[s] * sum_x[s] - sum_l[s] * sum_xl[s]) / det : 0.0f;
+      if (of > 0) {  // a positive offset is not representable: refit the scale alone
+        of = 0;
+        sc = sum_xl[s] / sum_l2[s];
+      }
+      cand_scale[s] = sc;
+      cand_offset[s] = of;
     }
-    const float det = sum_w * sum_l2 - sum_l * sum_l;
-    if (!(det > 0)) continue;
-    float s = (sum_w * sum_xl - sum_x * sum_l) / det;
-    float o = (sum_l2 * sum_x - sum_l * sum_xl) / det;
-    if (o > 0) {  // a positive offset is not representable: refit the scale alone
-      o = 0;
-      s = sum_xl / sum_l2;
+    weighted_error(cand_scale, cand_offset, err);
+    bool any = false, won[S];
+    for (int s = 0; s < S; ++s) {
+      won[s] = usable[s] && err[s] < best_err[s];
+      if (!won[s]) continue;
+      any = true;
+      best_err[s] = err[s];
+      scale[s] = cand_scale[s];
+      offset[s] = cand_offset[s];
     }
-    const float err = error_of(s, o, cand);
-    if (err < best_err) {
-      std::memcpy(L, cand, size_t(n));
-      best_err = err;
-      scale = s;
-      offset = o;
-    }
+    if (any)
+      for (int i = 0; i < N; ++i)
+        for (int s = 0; s < S; ++s)
+          if (won[s]) best_lev[i * S + s] = lev[i * S + s];
   }
-  *neg_min = -offset;
-  return scale;
+  for (int s = 0; s < S; ++s) {
+    scale_out[s] = flat[s] ? 0.0f : scale[s];
+    neg_min_out[s] = -offset[s];
+  }
+  for (int i = 0; i < N * S; ++i) Lt[i] = flat[i % S] ? 0 : uint8_t(best_lev[i]);
 }
 
 // Symmetric 16-element fit for Q3_K (llama.cpp's make_q3_quants with do_rmse): levels in
@@ -314,48 +349,63 @@ float fit_q3(const float* x, int8_t* L) {
 }
 
 // Symmetric 16-element fit for Q6_K (llama.cpp's make_qx_quants, rmse_type 1, no imatrix):
-// inverse scales -(nmax + 0.1k)/max for k = 0, ±1..±9, levels in [-nmax, nmax-1]; keeps the one
-// with the largest x²-weighted least-squares gain (Σ w·x·l)² / Σ w·l². L gets levels + nmax.
-float fit_q6(const float* x, int8_t* L) {
-  constexpr int n = 16, nmax = 32;
-  const SignedMax m = signed_max(x, n);
-  if (m.amax < kGroupMaxEps) {
-    for (int i = 0; i < n; ++i) L[i] = 0;
-    return 0.0f;
-  }
-  float w[n];
-  for (int i = 0; i < n; ++i) w[i] = x[i] * x[i];
-  auto sums = [&](float iscale, float* sumlx, float* suml2) {
-    float slx = 0, sl2 = 0;
-    for (int i = 0; i < n; ++i) {
-      const float l = float(clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1));
-      slx += w[i] * x[i] * l;
-      sl2 += w[i] * l * l;
+// inverse scales -(nmax + 0.1k)/max for k = 0, then ±1..±9 in order -9..9, levels in
+// [-nmax, nmax-1]; keeps the first candidate with the largest x²-weighted least-squares gain
+// (Σ w·x·l)² / Σ w·l². Only the winner's levels matter, so they are rounded once at the end.
+// All 16 sub-blocks of a super-block run side by side, transposed (xt[i*16 + s] = element i of
+// sub-block s) — per lane the same operations in the same order as one sub-block alone.
+// Lt gets levels + nmax (transposed), scale[s] the fitted scale (0 for an all-zero sub-block).
+void fit_q6_lanes(const float* xt, int8_t* Lt, float* scale) {
+  constexpr int S = 16, N = 16, nmax = 32;
+  float amax[S] = {}, max[S] = {};  // signed element of largest magnitude, first one on ties
+  for (int i = 0; i < N; ++i)
+    for (int s = 0; s < S; ++s) {
+      const float v = xt[i * S + s], av = std::fabs(v);
+      const bool bigger = av > amax[s];
+      amax[s] = bigger ? av : amax[s];
+      max[s] = bigger ? v : max[s];
     }
-    *sumlx = slx;
-    *suml2 = sl2;
+  bool zero[S];
+  for (int s = 0; s < S; ++s) {
+    zero[s] = amax[s] < kGroupMaxEps;
+    if (zero[s]) max[s] = 1.0f;  // any finite value; the lane's result is overwritten
+  }
+  float wt[N * S];
+  for (int i = 0; i < N * S; ++i) wt[i] = xt[i] * xt[i];
+  auto sums = [&](const float* isc, float* sumlx, float* suml2) {
+    for (int s = 0; s < S; ++s) sumlx[s] = suml2[s] = 0;
+    for (int i = 0; i < N; ++i)
+      for (int s = 0; s < S; ++s) {
+        const float x = xt[i * S + s], w = wt[i * S + s];
+        const float l = float(clamp_int(nearest_int(isc[s] * x), -nmax, nmax - 1));
+        sumlx[s] += w * x * l;
+        suml2[s] += w * l * l;
+      }
   };
-  auto set_levels = [&](float iscale) {
-    for (int i = 0; i < n; ++i) L[i] = int8_t(nmax + clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1));
-  };
-
-  float iscale = float(-nmax) / m.max;
-  float sumlx, suml2;
-  sums(iscale, &sumlx, &suml2);
-  set_levels(iscale);
-  float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
-  float best = scale * sumlx;
+  float iscale[S], best_iscale[S], sumlx[S], suml2[S], best[S];
+  for (int s = 0; s < S; ++s) iscale[s] = best_iscale[s] = float(-nmax) / max[s];
+  sums(iscale, sumlx, suml2);
+  for (int s = 0; s < S; ++s) {
+    scale[s] = suml2[s] != 0.0f ? sumlx[s] / suml2[s] : 0.0f;
+    best[s] = scale[s] * sumlx[s];
+  }
   for (int k = -9; k <= 9; ++k) {
     if (k == 0) continue;
-    iscale = -(float(nmax) + 0.1f * float(k)) / m.max;
-    sums(iscale, &sumlx, &suml2);
-    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-      set_levels(iscale);
-      scale = sumlx / suml2;
-      best = scale * sumlx;
-    }
+    for (int s = 0; s < S; ++s) iscale[s] = -(float(nmax) + 0.1f * float(k)) / max[s];
+    sums(iscale, sumlx, suml2);
+    for (int s = 0; s < S; ++s)
+      if (suml2[s] > 0 && sumlx[s] * sumlx[s] > best[s] * suml2[s]) {
+        best_iscale[s] = iscale[s];
+        scale[s] = sumlx[s] / suml2[s];
+        best[s] = scale[s] * sumlx[s];
+      }
   }
-  return scale;
+  for (int i = 0; i < N; ++i)
+    for (int s = 0; s < S; ++s)
+      Lt[i * S + s] =
+          zero[s] ? 0 : int8_t(nmax + clamp_int(nearest_int(best_iscale[s] * xt[i * S + s]), -nmax, nmax - 1));
+  for (int s = 0; s < S; ++s)
+    if (zero[s]) scale[s] = 0.0f;
 }
 
 // ---------------------------------------------------------------- K-quant blocks
@@ -371,13 +421,20 @@ void pack_2bit(const uint8_t* L, uint8_t* qs) {
 }
 
 void q2_k_block(const float* x, BlockQ2_K* y) {
-  uint8_t L[kQK_K];
-  float scales[16], mins[16], w[16];
+  // 16 sub-blocks of 16, fitted side by side with weights |x| and the absolute-error criterion.
+  float xt[kQK_K], wt[kQK_K];
+  for (int s = 0; s < 16; ++s)
+    for (int l = 0; l < 16; ++l) {
+      xt[l * 16 + s] = x[16 * s + l];
+      wt[l * 16 + s] = std::fabs(x[16 * s + l]);
+    }
+  uint8_t Lt[kQK_K], L[kQK_K];
+  float scales[16], mins[16];
+  fit_scale_min_lanes<16, 16, 3, /*use_mad=*/true>(xt, wt, -0.5f, 0.1f, 15, Lt, scales, mins);
+  for (int s = 0; s < 16; ++s)
+    for (int l = 0; l < 16; ++l) L[16 * s + l] = Lt[l * 16 + s];
   float max_scale = 0, max_min = 0;  // scales and mins are both ≥ 0 here
   for (int s = 0; s < 16; ++s) {
-    const float* xs = x + 16 * s;
-    for (int l = 0; l < 16; ++l) w[l] = std::fabs(xs[l]);
-    scales[s] = fit_scale_min(16, 3, xs, w, L + 16 * s, &mins[s], -0.5f, 0.1f, 15, /*use_mad=*/true);
     if (scales[s] > max_scale) max_scale = scales[s];
     if (mins[s] > max_min) max_min = mins[s];
   }
@@ -464,16 +521,25 @@ struct K4Result {
   uint8_t L[kQK_K];
 };
 
-void fit_k4_block(const float* x, int nmax, float rmin, int nstep, K4Result* r) {
-  float scales[8], mins[8], w[32];
+template <int nmax>
+void fit_k4_block(const float* x, float rmin, int nstep, K4Result* r) {
+  // Weights |x| + rms of the sub-block favour the large elements without ignoring small ones.
+  float xt[kQK_K], wt[kQK_K], sum_x2[8] = {}, av_x[8];
+  for (int l = 0; l < 32; ++l)
+    for (int s = 0; s < 8; ++s) {
+      const float v = x[32 * s + l];
+      xt[l * 8 + s] = v;
+      sum_x2[s] += v * v;
+    }
+  for (int s = 0; s < 8; ++s) av_x[s] = std::sqrt(sum_x2[s] / 32.0f);
+  for (int i = 0; i < kQK_K; ++i) wt[i] = av_x[i % 8] + std::fabs(xt[i]);
+  uint8_t Lt[kQK_K];
+  float scales[8], mins[8];
+  fit_scale_min_lanes<8, 32, nmax, /*use_mad=*/false>(xt, wt, rmin, 0.1f, nstep, Lt, scales, mins);
+  for (int s = 0; s < 8; ++s)
+    for (int l = 0; l < 32; ++l) r->L[32 * s + l] = Lt[l * 8 + s];
   float max_scale = 0, max_min = 0;
   for (int s = 0; s < 8; ++s) {
-    const float* xs = x + 32 * s;
-    float sum_x2 = 0;
-    for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
-    const float av_x = std::sqrt(sum_x2 / 32.0f);
-    for (int l = 0; l < 32; ++l) w[l] = av_x + std::fabs(xs[l]);
-    scales[s] = fit_scale_min(32, nmax, xs, w, r->L + 32 * s, &mins[s], rmin, 0.1f, nstep, /*use_mad=*/false);
     if (scales[s] > max_scale) max_scale = scales[s];
     if (mins[s] > max_min) max_min = mins[s];
   }
@@ -506,7 +572,7 @@ void fit_k4_block(const float* x, int nmax, float rmin, int nstep, K4Result* r) 
 
 void q4_k_block(const float* x, BlockQ4_K* y) {
   K4Result r;
-  fit_k4_block(x, 15, -1.0f, 20, &r);
+  fit_k4_block<15>(x, -1.0f, 20, &r);
   y->d = r.d;
   y->dmin = r.dmin;
   std::memcpy(y->scales, r.scales, 12);
@@ -516,7 +582,7 @@ void q4_k_block(const float* x, BlockQ4_K* y) {
 
 void q5_k_block(const float* x, BlockQ5_K* y) {
   K4Result r;
-  fit_k4_block(x, 31, -0.5f, 15, &r);
+  fit_k4_block<31>(x, -0.5f, 15, &r);
   y->d = r.d;
   y->dmin = r.dmin;
   std::memcpy(y->scales, r.scales, 12);
@@ -530,11 +596,16 @@ void q5_k_block(const float* x, BlockQ5_K* y) {
 }
 
 void q6_k_block(const float* x, BlockQ6_K* y) {
-  int8_t L[kQK_K];
+  float xt[kQK_K];
+  for (int s = 0; s < 16; ++s)
+    for (int l = 0; l < 16; ++l) xt[l * 16 + s] = x[16 * s + l];
+  int8_t Lt[kQK_K], L[kQK_K];
   float scales[16];
+  fit_q6_lanes(xt, Lt, scales);
+  for (int s = 0; s < 16; ++s)
+    for (int l = 0; l < 16; ++l) L[16 * s + l] = Lt[l * 16 + s];
   float max_abs = 0, max_scale = 0;
   for (int s = 0; s < 16; ++s) {
-    scales[s] = fit_q6(x + 16 * s, L + 16 * s);
     const float a = std::fabs(scales[s]);
     if (a > max_abs) {
       max_abs = a;
