@@ -107,6 +107,31 @@ TEST(Kernels, QuantizeActMatchesReference) {
     }
 }
 
+// Rounding ties, zero blocks and equal ±extremes, where a SIMD quantizer most easily departs from
+// the reference (roundf rounds halves away from zero, Q8_K's lrintf to even; Q8_K keeps the first
+// extreme's sign).
+TEST(Kernels, QuantizeActEdgeCasesMatchReference) {
+  std::vector<float> x(1024, 0.0f);
+  for (int i = 0; i < 256; ++i) x[size_t(i)] = float(i % 17) - 8.5f;  // halves after scaling by 1
+  x[0] = 127.0f;                                                       // d = 1 for Q8_0 block 0
+  x[32] = -127.0f;
+  for (int i = 33; i < 64; ++i) x[size_t(i)] = 0.5f * float(i - 48);
+  // block 256..511 stays zero; 512..767: -5 first, then +5 (equal |x|)
+  x[520] = -5.0f;
+  x[600] = 5.0f;
+  x[530] = 2.5f;
+  for (int i = 768; i < 1024; ++i) x[size_t(i)] = (i % 2 ? -1.0f : 1.0f) * float(i - 768) / 2.0f;
+  x[768] = -127.0f;
+  for (GgmlType t : kWeightTypes)
+    for (Isa isa : available_isas()) {
+      const auto& k = matmul_kernels(t, isa);
+      std::vector<uint8_t> got(ggml_row_bytes(k.act_type, 1024)), want(got.size());
+      k.quantize_act(x.data(), got.data(), 1024);
+      quant::quantize_row_ref(k.act_type, x.data(), want.data(), 1024);
+      EXPECT_EQ(got, want) << ggml_type_name(t) << " " << isa_name(isa);
+    }
+}
+
 // (d) The integer formulation of the scalar kernels equals the f64 dot of the dequantized operands.
 TEST(Kernels, ScalarMatchesDequantizedDot) {
   std::mt19937 rng(11);
@@ -181,6 +206,30 @@ TEST(Kernels, SimdTilesMatchScalar) {
       }
     }
   }
+}
+
+// The model's prefill-equals-decode guarantee rests on this: a token's results do not depend on
+// how many other tokens share the tile (bit-identical, not merely close).
+TEST(Kernels, TileResultsDoNotDependOnTileWidth) {
+  std::mt19937 rng(9);
+  for (GgmlType t : kWeightTypes)
+    for (Isa isa : available_isas()) {
+      const auto& k = matmul_kernels(t, isa);
+      const int64_t n = ggml_traits(t).block_elems == 256 ? 768 : 1056;
+      const int nw = k.max_nw, nx = k.max_nx < 37 ? k.max_nx : 37;
+      const Rows w = make_rows(t, n, nw, 0, rng);
+      const Rows x = make_rows(k.act_type, n, nx, 0, rng, k.quantize_act);
+      std::vector<float> wide(size_t(nw) * size_t(nx));
+      std::vector<float> one(static_cast<size_t>(nw));
+      k.dot_tile(n, w.data.data(), w.stride, nw, x.data.data(), x.stride, nx, wide.data(), size_t(nw));
+      for (int j = 0; j < nx; ++j) {
+        k.dot_tile(n, w.data.data(), w.stride, nw, x.data.data() + x.stride * size_t(j), x.stride, 1, one.data(),
+                   size_t(nw));
+        for (int i = 0; i < nw; ++i)
+          ASSERT_EQ(one[size_t(i)], wide[size_t(j) * size_t(nw) + size_t(i)])
+              << ggml_type_name(t) << " " << isa_name(isa) << " i=" << i << " j=" << j;
+      }
+    }
 }
 
 }  // namespace

@@ -1,38 +1,69 @@
 #include "backend/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace cera::cpu {
+namespace {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#endif
+}
+
+// How long an idle thread spins before it sleeps. Long enough to bridge the single-threaded gaps
+// between the ops of a step (norms, adds: a few µs), short enough that an idle engine, or an
+// overloaded machine, doesn't burn a core.
+constexpr auto kSpin = std::chrono::microseconds(200);
+constexpr uint32_t kClosed = 1u << 31;
+
+// Spins until pred() or kSpin has passed; true if pred() held.
+template <class Pred>
+bool spin_until(Pred pred) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (pred()) return true;
+      cpu_relax();
+    }
+    if (std::chrono::steady_clock::now() > deadline) return pred();
+  }
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
 ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard lock(mutex_);
-    stop_ = true;
-  }
-  wake_.notify_all();
+  stop_.store(true, std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_release);
+  generation_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
 void ThreadPool::worker_loop(int index) {
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
-    const std::function<void(int, int)>* job;
-    {
-      std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
+    if (!spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; })) {
+      generation_.wait(seen, std::memory_order_acquire);
+      continue;  // re-check (wait may return spuriously)
     }
-    (*job)(index, n_threads_);
-    {
-      std::lock_guard lock(mutex_);
-      if (--pending_ == 0) done_.notify_one();
+    seen = generation_.load(std::memory_order_acquire);
+    if (stop_.load(std::memory_order_relaxed)) return;
+    // Join unless the caller has already closed the job (it then no longer waits for us).
+    uint32_t j = joined_.load(std::memory_order_acquire);
+    while (!(j & kClosed) && !joined_.compare_exchange_weak(j, j + 1, std::memory_order_acq_rel)) {
     }
+    if (j & kClosed) continue;
+    (*job_)(index, n_threads_);
+    if (joined_.fetch_sub(1, std::memory_order_acq_rel) == (kClosed | 1u)) joined_.notify_one();
   }
 }
 
@@ -41,16 +72,16 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
     fn(0, 1);
     return;
   }
-  {
-    std::lock_guard lock(mutex_);
-    job_ = &fn;
-    pending_ = n_threads_ - 1;
-    ++generation_;
-  }
-  wake_.notify_all();
+  job_ = &fn;
+  joined_.store(0, std::memory_order_release);  // a worker that joins sees job_
+  generation_.fetch_add(1, std::memory_order_release);  // publishes job_ and the open job
+  generation_.notify_all();
   fn(0, n_threads_);
-  std::unique_lock lock(mutex_);
-  done_.wait(lock, [&] { return pending_ == 0; });
+  joined_.fetch_or(kClosed, std::memory_order_acq_rel);
+  if (!spin_until([&] { return joined_.load(std::memory_order_acquire) == kClosed; })) {
+    for (uint32_t j; (j = joined_.load(std::memory_order_acquire)) != kClosed;)
+      joined_.wait(j, std::memory_order_acquire);
+  }
   job_ = nullptr;
 }
 
