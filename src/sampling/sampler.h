@@ -1,8 +1,11 @@
-// Turns a row of logits into a token: greedy, or top-k → top-p → min-p → temperature → a draw
-// from a seeded generator (llama.cpp's default chain order, so the same flags mean the same thing).
+// Turns a row of logits into a token with llama.cpp's default chain, so the same flags mean the same
+// thing: logit bias → penalties → top-k → typical → top-p → min-p → temperature → a seeded draw
+// (temperature <= 0: argmax after bias and penalties).
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <random>
 #include <span>
 #include <vector>
@@ -17,29 +20,55 @@ struct Candidate {
   float p;
 };
 
-// The stages, exposed so each can be tested on crafted logits. Each keeps candidates sorted by
-// logit, descending, and never empties the list.
+// The stages, exposed so each can be tested on crafted logits. The filters keep candidates sorted
+// by logit, descending, and never empty the list.
 void sort_candidates(std::vector<Candidate>& c);
-void softmax(std::vector<Candidate>& c);  // sets p from logit
+void softmax(std::vector<Candidate>& c);  // sets p from logit (expects the list sorted)
 void apply_top_k(std::vector<Candidate>& c, int32_t k);
 void apply_top_p(std::vector<Candidate>& c, float p);
 void apply_min_p(std::vector<Candidate>& c, float min_p);
 void apply_temperature(std::vector<Candidate>& c, float temperature);
+// Locally typical sampling: keeps the tokens whose surprisal -log p is closest to the entropy until
+// their mass exceeds p, then re-sorts by logit.
+void apply_typical(std::vector<Candidate>& c, float p);
+// These two work on any order; they are cheapest on a list where c[i].id == i (the full vocabulary).
+void apply_logit_bias(std::vector<Candidate>& c, const std::map<int32_t, float>& bias);
+void apply_penalties(std::vector<Candidate>& c, std::span<const int32_t> last_tokens, float repeat,
+                     float frequency, float presence);
+// Drops candidates whose logit is -inf (banned by a bias), keeping at least one, so later stages
+// never see a zero-probability token (typical's entropy would turn NaN).
+void drop_banned(std::vector<Candidate>& c);
 
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& params);
+  // Draws a token and records it in the penalty history.
   int32_t sample(std::span<const float> logits);
+  // Same draw (same random stream), plus log-probabilities as params.n_probs asks.
+  SampledToken sample_with_probs(std::span<const float> logits);
+  // Records a token the sampler did not draw itself (prompt tokens, a forced token) in the penalty
+  // history, as llama.cpp's common_sampler_accept does.
+  void accept(int32_t token);
+  void reset_history() { history_.clear(); }
   const SamplingParams& params() const { return params_; }
   uint64_t seed() const { return seed_; }
+  // The candidates the last draw chose from, with their probabilities (sorted, descending).
+  const std::vector<Candidate>& last_candidates() const { return candidates_; }
 
  private:
+  int32_t run_chain(std::span<const float> logits);
+
   SamplingParams params_;
   uint64_t seed_;
   std::mt19937_64 rng_;
   std::vector<Candidate> candidates_;
+  std::deque<int32_t> history_;
+  std::vector<int32_t> history_flat_;
 };
 
 int32_t argmax(std::span<const float> logits);
+
+// Log-softmax of raw logits, the n most likely (descending); ties keep the lower id first.
+std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int32_t n);
 
 }  // namespace cera
