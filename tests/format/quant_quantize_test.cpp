@@ -141,9 +141,12 @@ TEST(QuantQuantize, Q8_KErrorWithinHalfStep) {
   }
 }
 
-// Relative RMS error of a gaussian row. Bounds are ~10% above what the current search reaches
-// (measured: q4_0 0.082, q4_1 0.070, q5_0 0.040, q5_1 0.034, q2_K 0.271, q3_K 0.146, q4_K 0.071,
-// q5_K 0.036, q6_K 0.0167), so a regression to a cruder quantizer fails.
+// Relative RMS error of a gaussian row. The quantizers are llama.cpp's reference algorithms
+// (byte-identity against llama-quantize's files is tested in quant_llamacpp_bytes_test.cpp);
+// measured: q4_0 0.085, q4_1 0.079, q5_0 0.043, q5_1 0.038, q2_K 0.300, q3_K 0.150, q4_K 0.071,
+// q5_K 0.036, q6_K 0.0176. Bounds are those of the earlier error-minimising search where llama.cpp's
+// algorithm meets them too; q4_1 and q5_1 (plain min/max scaling, slightly worse than that search)
+// are ~10% above their measurement, so a regression to a cruder quantizer still fails.
 struct RmsCase {
   GgmlType type;
   double bound;
@@ -161,8 +164,8 @@ TEST_P(QuantRoundTrip, RelativeRmsError) {
 
 INSTANTIATE_TEST_SUITE_P(
     Weights, QuantRoundTrip,
-    ::testing::Values(RmsCase{GgmlType::Q4_0, 0.090}, RmsCase{GgmlType::Q4_1, 0.077},
-                      RmsCase{GgmlType::Q5_0, 0.045}, RmsCase{GgmlType::Q5_1, 0.037},
+    ::testing::Values(RmsCase{GgmlType::Q4_0, 0.090}, RmsCase{GgmlType::Q4_1, 0.087},
+                      RmsCase{GgmlType::Q5_0, 0.045}, RmsCase{GgmlType::Q5_1, 0.041},
                       RmsCase{GgmlType::Q8_0, 0.006}, RmsCase{GgmlType::Q2_K, 0.30},
                       RmsCase{GgmlType::Q3_K, 0.16}, RmsCase{GgmlType::Q4_K, 0.078},
                       RmsCase{GgmlType::Q5_K, 0.039}, RmsCase{GgmlType::Q6_K, 0.0185},
@@ -170,26 +173,41 @@ INSTANTIATE_TEST_SUITE_P(
                       RmsCase{GgmlType::BF16, 0.0019}),
     [](const auto& info) { return std::string(ggml_type_name(info.param.type)); });
 
-TEST(QuantQuantize, Q4_0SearchBeatsPlainMaxScale) {
-  // The fitted scale must do at least as well as the plain d = max/-8 choice on every block.
-  const auto x = gaussian(2048, 4);
-  const auto y = round_trip(GgmlType::Q4_0, x);
-  for (size_t b = 0; b < x.size(); b += 32) {
-    float amax = 0, max = 0;
-    for (int j = 0; j < 32; ++j)
-      if (std::fabs(x[b + j]) > amax) {
-        amax = std::fabs(x[b + j]);
-        max = x[b + j];
-      }
-    const float d = f16_to_f32(f32_to_f16(max / -8.0f));
-    double plain = 0, fitted = 0;
-    for (int j = 0; j < 32; ++j) {
-      const float q = std::fmin(7.0f, std::fmax(-8.0f, std::nearbyint(x[b + j] / d)));
-      plain += double(x[b + j] - q * d) * (x[b + j] - q * d);
-      fitted += double(x[b + j] - y[b + j]) * (x[b + j] - y[b + j]);
-    }
-    EXPECT_LE(fitted, plain * 1.0001 + 1e-9) << "block " << b / 32;
-  }
+TEST(QuantQuantize, Q4_0LlamaCppRounding) {
+  // d = (signed extreme) / -8, levels trunc(x/d + 8.5) capped at 15: ties round up, not to even.
+  float x[32] = {-8.0f, 2.5f, -2.5f, 7.9f, 0.49f, 1.5f};  // extreme -8 -> d = 1
+  BlockQ4_0 b;
+  quantize_row_ref(GgmlType::Q4_0, x, &b, 32);
+  EXPECT_EQ(b.d, 0x3C00);
+  const int want[6] = {0, 11, 6, 15, 8, 10};  // 2.5 -> 3 (+8), -2.5 -> -2, 7.9 -> 8 capped to 7
+  for (int j = 0; j < 6; ++j) EXPECT_EQ(b.qs[j] & 0xF, want[j]) << j;
+  for (int j = 0; j < 16; ++j) EXPECT_EQ(b.qs[j] >> 4, 8) << j;  // zeros in the second half
+
+  // A positive extreme gives a negative d, so the extreme itself lands on level 0 (-8).
+  float y[32] = {8.0f, 2.5f};
+  quantize_row_ref(GgmlType::Q4_0, y, &b, 32);
+  EXPECT_EQ(b.d, 0xBC00);
+  EXPECT_EQ(b.qs[0] & 0xF, 0);
+  EXPECT_EQ(b.qs[1] & 0xF, 6);  // -2.5 + 8.5 = 6
+}
+
+TEST(QuantQuantize, Q4_1MinAndRoundHalfUp) {
+  // min = -1, max = 14 -> d = 1, m = -1; levels trunc(x - min + 0.5).
+  float x[32];
+  for (float& v : x) v = 0.0f;
+  x[0] = -1.0f;
+  x[1] = 14.0f;
+  x[2] = 1.5f;   // 2.5 -> 3
+  x[3] = 0.49f;  // 1.49 -> 1
+  BlockQ4_1 b;
+  quantize_row_ref(GgmlType::Q4_1, x, &b, 32);
+  EXPECT_EQ(b.d, 0x3C00);
+  EXPECT_EQ(b.m, 0xBC00);
+  EXPECT_EQ(b.qs[0] & 0xF, 0);
+  EXPECT_EQ(b.qs[1] & 0xF, 15);
+  EXPECT_EQ(b.qs[2] & 0xF, 3);
+  EXPECT_EQ(b.qs[3] & 0xF, 1);
+  EXPECT_EQ(b.qs[4] & 0xF, 1);  // 0 -> 1
 }
 
 }  // namespace
