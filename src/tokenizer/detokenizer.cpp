@@ -31,6 +31,10 @@ void drain(std::string& pending, std::string& out, bool final) {
 
 std::string StreamingDetokenizer::push(int32_t id) {
   pending_ += tokenizer_.token_to_piece(id, render_special_);
+  if (at_start_ && !pending_.empty()) {
+    at_start_ = false;  // the same single leading space decode() drops
+    if (tokenizer_.strips_leading_space() && pending_[0] == ' ') pending_.erase(0, 1);
+  }
   std::string out;
   drain(pending_, out, false);
   return out;

@@ -1,9 +1,11 @@
 // vocab_from_hf: a Hugging Face tokenizer.json (+ tokenizer_config.json) as a VocabSpec
-// (MODELS.md §6.5). Only what byte-level BPE needs is read; anything that would change the
-// tokenization and is not handled throws Error(Unsupported) naming it rather than tokenizing wrongly.
+// (MODELS.md §6.5). Only what byte-level BPE and SentencePiece-as-BPE (byte_fallback: Llama 2,
+// Mistral) need is read; anything that would change the tokenization and is not handled throws
+// Error(Unsupported) naming it rather than tokenizing wrongly.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -68,16 +70,53 @@ void read_pre_tokenizer(const json& pt, const std::string& path, PreTokenizerInf
   }
 }
 
-bool read_normalizer(const json& n, const std::string& path) {
-  if (n.is_null()) return false;
+// What the normalizer does: NFC (Qwen), or SentencePiece's Prepend "▁" + Replace " " -> "▁" (Llama 2).
+struct NormalizerInfo {
+  bool nfc = false;
+  bool prepend_metaspace = false;
+  bool spaces_to_metaspace = false;
+};
+
+constexpr const char* kMetaspace = "\xE2\x96\x81";  // U+2581
+
+void read_normalizer(const json& n, const std::string& path, NormalizerInfo& info) {
+  if (n.is_null()) return;
   const std::string type = type_of(n);
-  if (type == "NFC") return true;
-  if (type == "Sequence") {
-    bool nfc = false;
-    for (const json& s : n.at("normalizers")) nfc |= read_normalizer(s, path);
-    return nfc;
+  if (type == "NFC") {
+    info.nfc = true;
+  } else if (type == "Sequence") {
+    for (const json& s : n.at("normalizers")) read_normalizer(s, path, info);
+  } else if (type == "Prepend" && n.value("prepend", std::string()) == kMetaspace) {
+    info.prepend_metaspace = true;
+  } else if (type == "Replace" && n.at("pattern").value("String", std::string()) == " " &&
+             n.value("content", std::string()) == kMetaspace) {
+    info.spaces_to_metaspace = true;
+  } else {
+    unsupported(path, "normalizer '" + type + "'");
   }
-  unsupported(path, "normalizer '" + type + "'");
+}
+
+// The SentencePiece-style decoder: Replace "▁" -> " ", ByteFallback, Fuse, then optionally
+// Strip one leading space. Returns whether it strips; anything else is unsupported.
+bool read_spm_decoder(const json& d, const std::string& path) {
+  bool replace = false, byte_fallback = false, strip = false;
+  for (const json& step : type_of(d) == "Sequence" ? d.at("decoders") : json::array({d})) {
+    const std::string type = type_of(step);
+    if (type == "Replace" && step.at("pattern").value("String", std::string()) == kMetaspace &&
+        step.value("content", std::string()) == " ") {
+      replace = true;
+    } else if (type == "ByteFallback") {
+      byte_fallback = true;
+    } else if (type == "Fuse") {
+    } else if (type == "Strip" && step.value("content", std::string()) == " " && step.value("start", 0) == 1 &&
+               step.value("stop", 0) == 0) {
+      strip = true;
+    } else {
+      unsupported(path, "decoder step '" + type + "' for a byte_fallback BPE");
+    }
+  }
+  if (!replace || !byte_fallback) unsupported(path, "byte_fallback BPE decoder without Replace(U+2581) and ByteFallback");
+  return strip;
 }
 
 // Token text named by a tokenizer_config.json entry: "text" or {"content": "text", ...}.
@@ -145,16 +184,31 @@ VocabSpec vocab_from_hf(const std::string& tokenizer_json_path, const std::strin
       unsupported(path, "BPE end_of_word_suffix");
     }
 
-    PreTokenizerInfo pre;
-    read_pre_tokenizer(tj.value("pre_tokenizer", json()), path, pre);
-    if (!pre.byte_level && type_of(tj.value("decoder", json())) != "ByteLevel") {
-      unsupported(path, "BPE without a ByteLevel pre-tokenizer (only byte-level BPE is implemented)");
+    NormalizerInfo norm;
+    read_normalizer(tj.value("normalizer", json()), path, norm);
+    const bool byte_fallback = model.value("byte_fallback", false);
+    if (byte_fallback) {
+      // SentencePiece converted to BPE (Llama 2, Mistral): characters, not bytes, are merged; spaces
+      // become '▁' in the normalizer, and the text is not pre-split.
+      if (!tj.value("pre_tokenizer", json()).is_null()) unsupported(path, "pre_tokenizer for a byte_fallback BPE");
+      if (norm.nfc || !norm.spaces_to_metaspace) unsupported(path, "byte_fallback BPE without the Replace(' ', U+2581) normalizer");
+      const bool strip = read_spm_decoder(tj.value("decoder", json()), path);
+      if (strip != norm.prepend_metaspace) unsupported(path, "byte_fallback BPE whose decoder Strip does not undo the Prepend normalizer");
+      spec.model = "llama";
+      spec.add_space_prefix = norm.prepend_metaspace;
+    } else {
+      PreTokenizerInfo pre;
+      read_pre_tokenizer(tj.value("pre_tokenizer", json()), path, pre);
+      if (!pre.byte_level && type_of(tj.value("decoder", json())) != "ByteLevel") {
+        unsupported(path, "BPE without a ByteLevel pre-tokenizer (only byte-level BPE is implemented)");
+      }
+      if (norm.prepend_metaspace || norm.spaces_to_metaspace) unsupported(path, "U+2581 normalizer for a byte-level BPE");
+      spec.model = "gpt2";
+      spec.pre = "tokenizer.json";
+      spec.pre_regexes = std::move(pre.regexes);
+      if (spec.pre_regexes.empty()) spec.pre_regexes.push_back("(?s).+");  // no splitting: one word
+      spec.normalize_nfc = norm.nfc;
     }
-    spec.model = "gpt2";
-    spec.pre = "tokenizer.json";
-    spec.pre_regexes = std::move(pre.regexes);
-    if (spec.pre_regexes.empty()) spec.pre_regexes.push_back("(?s).+");  // no splitting: one word
-    spec.normalize_nfc = read_normalizer(tj.value("normalizer", json()), path);
     spec.ignore_merges = model.value("ignore_merges", false);
 
     // Vocab and added tokens; ids missing from both become unused placeholders, as in gguf-py.
@@ -169,9 +223,13 @@ VocabSpec vocab_from_hf(const std::string& tokenizer_json_path, const std::strin
     spec.tokens.assign(n, std::string());
     spec.token_types.assign(n, static_cast<int32_t>(TokenType::Unused));
     std::vector<bool> have(n, false);
+    auto is_byte_token = [](const std::string& t) {
+      return t.size() == 6 && t.starts_with("<0x") && t.back() == '>' && std::isxdigit(static_cast<unsigned char>(t[3])) &&
+             std::isxdigit(static_cast<unsigned char>(t[4]));
+    };
     for (const auto& [text, id] : ids) {
       spec.tokens[id] = text;
-      spec.token_types[id] = static_cast<int32_t>(TokenType::Normal);
+      spec.token_types[id] = static_cast<int32_t>(byte_fallback && is_byte_token(text) ? TokenType::Byte : TokenType::Normal);
       have[id] = true;
     }
     for (const json& a : added) {

@@ -20,17 +20,18 @@ constexpr const char* kEotTexts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<en
 }  // namespace
 
 Tokenizer::Tokenizer(VocabSpec spec) : spec_(std::move(spec)) {
-  if (spec_.model != "gpt2") {
-    throw Error(ErrorCode::Unsupported,
-                "unsupported tokenizer model '" + spec_.model + "' (cera supports 'gpt2' byte-level BPE)");
+  if (spec_.model != "gpt2" && spec_.model != "llama") {
+    throw Error(ErrorCode::Unsupported, "unsupported tokenizer model '" + spec_.model +
+                                            "' (cera supports 'gpt2' byte-level BPE and 'llama' SentencePiece)");
   }
+  const bool spm = spec_.model == "llama";
   if (spec_.tokens.empty()) throw Error(ErrorCode::BadFormat, "tokenizer vocabulary is empty");
   if (spec_.token_types.empty()) spec_.token_types.assign(spec_.tokens.size(), static_cast<int32_t>(TokenType::Normal));
   if (spec_.token_types.size() != spec_.tokens.size()) {
     throw Error(ErrorCode::BadFormat, "tokenizer has " + std::to_string(spec_.tokens.size()) + " tokens but " +
                                           std::to_string(spec_.token_types.size()) + " token types");
   }
-  splitter_ = RegexSplitter(spec_.pre_regexes.empty() ? pre_tokenizer_regexes(spec_.pre) : spec_.pre_regexes);
+  if (!spm) splitter_ = RegexSplitter(spec_.pre_regexes.empty() ? pre_tokenizer_regexes(spec_.pre) : spec_.pre_regexes);
   // A special id outside the vocab would index past the tables; treat it as unset, as llama.cpp does.
   for (int32_t* id : {&spec_.bos, &spec_.eos, &spec_.eot, &spec_.eom, &spec_.unk, &spec_.pad})
     if (*id >= static_cast<int32_t>(spec_.tokens.size())) *id = -1;
@@ -39,6 +40,7 @@ Tokenizer::Tokenizer(VocabSpec spec) : spec_(std::move(spec)) {
 
   bpe_ = BpeModel(spec_.tokens, spec_.merges);
   specials_ = SpecialTokenMatcher(spec_);
+  if (spm) spm_ = SpmEncoder(spec_, bpe_);
 
   const auto& byte_text = byte_level::byte_to_utf8();
   for (int b = 0; b < 256; ++b) byte_token_[b] = bpe_.find(byte_text[b]);
@@ -50,7 +52,17 @@ Tokenizer::Tokenizer(VocabSpec spec) : spec_(std::move(spec)) {
     switch (static_cast<TokenType>(spec_.token_types[id])) {
       case TokenType::Normal:
       case TokenType::Undefined:
-        byte_level::decode(text, pieces_[id]);
+        if (spm) {
+          // SentencePiece writes spaces as U+2581.
+          for (size_t pos = 0, hit; pos <= text.size(); pos = hit + 3) {
+            hit = text.find("\xE2\x96\x81", pos);
+            pieces_[id].append(text, pos, hit == std::string::npos ? std::string::npos : hit - pos);
+            if (hit == std::string::npos) break;
+            pieces_[id] += ' ';
+          }
+        } else {
+          byte_level::decode(text, pieces_[id]);
+        }
         break;
       case TokenType::Byte:  // "<0xAB>"
         if (text.size() == 6 && text.starts_with("<0x") && text.back() == '>') {
@@ -127,6 +139,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
 }
 
 void Tokenizer::encode_fragment(std::string_view text, std::vector<int32_t>& out) const {
+  if (spec_.model == "llama") return spm_.encode(text, bpe_, spec_.tokens, out);
   std::vector<std::string_view> words;
   splitter_.split(text, words);
   std::string mapped;
@@ -173,6 +186,7 @@ std::string Tokenizer::token_to_piece(int32_t id, bool render_special) const {
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool render_special, bool clean_spaces) const {
   std::string out;
   for (int32_t id : ids) out += token_to_piece(id, render_special);
+  if (strips_leading_space() && out.starts_with(' ')) out.erase(0, 1);
   return clean_spaces ? clean_up_tokenization_spaces(std::move(out)) : out;
 }
 

@@ -1,5 +1,5 @@
-// Text <-> token ids for the models cera runs (MODELS.md §6). Byte-level BPE (tokenizer.ggml.model
-// "gpt2": Llama 3, LFM2, Qwen2/3) is implemented; SentencePiece ("llama") is not yet.
+// Text <-> token ids for the models cera runs (MODELS.md §6): byte-level BPE (tokenizer.ggml.model
+// "gpt2": Llama 3, LFM2, Qwen2/3) and SentencePiece ("llama": Llama 2, Mistral; see spm.h).
 //
 // A Tokenizer is immutable after construction; every const method is safe to call from several
 // threads at once.
@@ -16,6 +16,7 @@
 #include "tokenizer/bpe.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/special_tokens.h"
+#include "tokenizer/spm.h"
 #include "tokenizer/vocab.h"
 
 namespace cera {
@@ -38,7 +39,8 @@ class Tokenizer {
   std::string token_to_piece(int32_t id, bool render_special = false) const;
 
   // Concatenated pieces (raw bytes: a truncated sequence may end mid-character). clean_spaces
-  // applies HF's clean_up_tokenization_spaces (" ." -> ".", " 's" -> "'s", ...).
+  // applies HF's clean_up_tokenization_spaces (" ." -> ".", " 's" -> "'s", ...). SentencePiece
+  // vocabs with add_space_prefix drop one leading space (the prefix encode added; HF Strip).
   std::string decode(std::span<const int32_t> ids, bool render_special = false,
                      bool clean_spaces = false) const;
 
@@ -50,6 +52,7 @@ class Tokenizer {
   bool add_bos() const { return spec_.add_bos; }
   bool add_eos() const { return spec_.add_eos; }
   bool clean_spaces() const { return spec_.clean_spaces; }  // what the HF config asks decode for
+  bool strips_leading_space() const { return spec_.model == "llama" && spec_.add_space_prefix; }
   const VocabSpec& spec() const { return spec_; }
 
   bool is_eog(int32_t id) const;  // end of generation: eos, eot, eom and known end-of-turn texts
@@ -66,6 +69,7 @@ class Tokenizer {
 
   VocabSpec spec_;
   BpeModel bpe_;
+  SpmEncoder spm_;  // model "llama" only
   RegexSplitter splitter_{{}};
   SpecialTokenMatcher specials_;
   std::vector<std::string> pieces_;   // decoded bytes per id (text for special types)
@@ -87,6 +91,7 @@ class StreamingDetokenizer {
  private:
   const Tokenizer& tokenizer_;
   bool render_special_;
+  bool at_start_ = true;  // nothing produced yet: the leading space decode() strips is still due
   std::string pending_;
 };
 

@@ -1,9 +1,11 @@
 #include "format/hf/hf_tokenizer_keys.h"
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <iterator>
 #include <optional>
+#include <unordered_map>
 
 #include "cera/error.h"
 #include "format/hf/hf_folder.h"
@@ -14,7 +16,12 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int32_t kNormal = 1, kControl = 3, kUserDefined = 4, kUnused = 5;
+constexpr int32_t kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6;
+
+bool is_byte_token(const std::string& t) {
+  return t.size() == 6 && t.starts_with("<0x") && t.back() == '>' && std::isxdigit(static_cast<unsigned char>(t[3])) &&
+         std::isxdigit(static_cast<unsigned char>(t[4]));
+}
 
 const char* const kLlama3Regex =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
@@ -170,8 +177,14 @@ void write_tokenizer_keys(const std::string& dir, const json& config, const std:
   if (!is_file(tj_path)) throw Error(ErrorCode::NotFound, dir + ": no tokenizer.json");
   const json tj = read_json(tj_path);
   const json model = tj.value("model", json());
-  if (type_of(model) != "BPE" || model.value("byte_fallback", false) || type_of(tj.value("decoder", json())) != "ByteLevel")
-    throw Error(ErrorCode::Unsupported, tj_path + ": only byte-level BPE tokenizers are supported");
+  // SentencePiece converted to BPE (Llama 2, Mistral): byte_fallback with a Sequence decoder, as
+  // gguf-py's LlamaHfVocab recognises it; written as tokenizer.ggml.model "llama".
+  const bool spm = type_of(model) == "BPE" && model.value("byte_fallback", false) &&
+                   type_of(tj.value("decoder", json())) == "Sequence";
+  if (!spm && (type_of(model) != "BPE" || model.value("byte_fallback", false) ||
+               type_of(tj.value("decoder", json())) != "ByteLevel"))
+    throw Error(ErrorCode::Unsupported, tj_path + ": only byte-level BPE and SentencePiece-style BPE tokenizers are supported");
+  const std::string unk_text = model.value("unk_token", json()).is_string() ? model["unk_token"].get<std::string>() : "";
   const json vocab = model.value("vocab", json::object());
   const json added = tj.value("added_tokens", json::array());
 
@@ -209,7 +222,9 @@ void write_tokenizer_keys(const std::string& dir, const json& config, const std:
     std::string text = *by_id[size_t(i)];
     const auto& a = size_t(i) < added_by_id.size() ? added_by_id[size_t(i)] : std::nullopt;
     if (!a) {
-      types.push_back(kNormal);
+      types.push_back(spm && is_byte_token(text) ? kByte : kNormal);
+    } else if (spm && a->special && text == unk_text) {
+      types.push_back(kUnknown);  // what a tokenizer.model-based conversion marks <unk> as
     } else if (a->special || looks_special(text)) {
       types.push_back(kControl);
     } else {
@@ -232,11 +247,38 @@ void write_tokenizer_keys(const std::string& dir, const json& config, const std:
     }
   }
 
-  w.set_string("tokenizer.ggml.model", "gpt2");
-  w.set_string("tokenizer.ggml.pre", pre_tokenizer_name(tj, arch));
-  w.set_string_array("tokenizer.ggml.tokens", std::move(tokens));
-  w.set_i32_array("tokenizer.ggml.token_type", types);
-  if (!merges.empty()) w.set_string_array("tokenizer.ggml.merges", std::move(merges));
+  if (spm) {
+    // Piece scores for llama.cpp's score-ranked merging. gguf-py's LlamaHfVocab writes -1000 for
+    // every piece, which makes llama.cpp merge leftmost-first; instead a piece scores minus the
+    // rank of the first merge producing it, so score order is merge order. Pieces no merge
+    // produces (single characters) rank after all of them; special and byte tokens score 0.
+    std::unordered_map<std::string, size_t> id_of;
+    for (size_t i = 0; i < tokens.size(); ++i) id_of.emplace(tokens[i], i);
+    std::vector<float> scores(tokens.size(), 0.0f);
+    std::vector<bool> scored(tokens.size(), false);
+    for (size_t rank = 0; rank < merges.size(); ++rank) {
+      const std::string& m = merges[rank];
+      const size_t space = m.find(' ', 1);
+      if (space == std::string::npos) continue;
+      auto it = id_of.find(m.substr(0, space) + m.substr(space + 1));
+      if (it == id_of.end() || scored[it->second]) continue;
+      scores[it->second] = -float(rank);
+      scored[it->second] = true;
+    }
+    for (size_t i = 0; i < tokens.size(); ++i)
+      if (!scored[i] && types[i] == kNormal) scores[i] = -float(merges.size() + i);
+    w.set_string("tokenizer.ggml.model", "llama");
+    w.set_string("tokenizer.ggml.pre", "default");
+    w.set_string_array("tokenizer.ggml.tokens", std::move(tokens));
+    w.set_f32_array("tokenizer.ggml.scores", scores);
+    w.set_i32_array("tokenizer.ggml.token_type", types);
+  } else {
+    w.set_string("tokenizer.ggml.model", "gpt2");
+    w.set_string("tokenizer.ggml.pre", pre_tokenizer_name(tj, arch));
+    w.set_string_array("tokenizer.ggml.tokens", std::move(tokens));
+    w.set_i32_array("tokenizer.ggml.token_type", types);
+    if (!merges.empty()) w.set_string_array("tokenizer.ggml.merges", std::move(merges));
+  }
 
   SpecialVocab sv;
   std::vector<std::string> special_types = {"bos", "eos", "unk", "sep", "pad", "cls", "mask"};

@@ -1,6 +1,8 @@
 // The tokenizer.ggml.* / tokenizer.chat_template keys llama.cpp's convert_hf_to_gguf.py writes
 // for a byte-level BPE tokenizer.json (its _set_vocab_gpt2 + gguf-py SpecialVocab), rebuilt from
-// the folder's files without Python. See MODELS.md §6.1 and §6.5.
+// the folder's files without Python; and for a SentencePiece-style one (byte_fallback BPE, Llama 2 /
+// Mistral: its _set_vocab_llama_hf, but with scores from the merge order so that llama.cpp's
+// score-ranked merging reproduces HF). See MODELS.md §6.1, §6.4 and §6.5.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -12,8 +14,8 @@ namespace cera::hf {
 
 // Appends the tokenizer keys to `w` in the converter's order. `config` is config.json (vocab_size
 // and *_token_id fallbacks); `arch` is the GGUF architecture (it names the pre-tokenizer of LFM2).
-// Throws Error(NotFound) without tokenizer.json, Error(Unsupported) for a tokenizer that is not
-// byte-level BPE or whose pre-tokenizer llama.cpp would not recognise.
+// Throws Error(NotFound) without tokenizer.json, Error(Unsupported) for a tokenizer that is neither
+// byte-level nor SentencePiece-style BPE, or whose pre-tokenizer llama.cpp would not recognise.
 void write_tokenizer_keys(const std::string& dir, const nlohmann::json& config, const std::string& arch,
                           gguf::Writer& w);
 
