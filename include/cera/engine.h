@@ -21,6 +21,12 @@ struct EngineOptions {
   int32_t n_ctx = 4096;      // tokens per sequence (KV memory is sized from this)
   int32_t n_batch = 512;     // largest number of tokens in one forward step (prefill chunk)
   int32_t n_seq_max = 1;     // sequences alive at once
+  // Prompt prefix cache (memory budget for its KV blocks and conv checkpoints; 0 turns it off).
+  // A new session whose prompt starts like an earlier one resumes from the cached prefix.
+  int32_t prefix_cache_mib = 256;
+  // Tokens between conv-state checkpoints (a multiple of 32). Prefill runs in chunks ending at
+  // these positions, so a hybrid model (LFM2) can resume from any multiple of it.
+  int32_t checkpoint_interval = 128;
 };
 
 struct ModelInfo {
@@ -64,6 +70,14 @@ class Session {
   std::span<const float> last_logits() const;
   int32_t position() const;  // tokens processed so far
   void reset();              // back to an empty sequence
+  // An independent copy of this session (same tokens, same state). KV blocks are shared until
+  // either side writes into a shared block (copy-on-write), so forking is cheap.
+  std::unique_ptr<Session> fork();
+  // Asks a running append()/generate() (on another thread) to stop at the next step boundary; it
+  // then throws Error(Cancelled) / returns FinishReason::Cancelled. The flag clears when it stops.
+  void cancel();
+  // Tokens of the last append() that were restored from the prefix cache instead of evaluated.
+  int32_t reused_tokens() const;
 
   // Samples up to max_tokens tokens after what was appended, feeding each back.
   FinishReason generate(const GenerateOptions& options, const TokenCallback& on_token);

@@ -31,11 +31,31 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
   const ModelHparams& hp = impl->model->hparams();
   runtime::SequenceStoreConfig sc;
   sc.kv_block_size = 32;
+  if (options.checkpoint_interval <= 0 || options.checkpoint_interval % sc.kv_block_size != 0)
+    throw Error(ErrorCode::InvalidArgument, "checkpoint interval must be a positive multiple of " +
+                                                std::to_string(sc.kv_block_size));
   const int32_t blocks_per_seq = (options.n_ctx + sc.kv_block_size - 1) / sc.kv_block_size;
-  sc.n_kv_blocks = blocks_per_seq * options.n_seq_max;
+
+  // Size the prefix cache from its memory budget: KV blocks plus one conv checkpoint per interval.
+  const StateLayout unit = impl->model->state_layout(sc.kv_block_size, 1, 1);
+  const double kv_block_bytes = double(unit.n_attention_layers) * 2 * sc.kv_block_size * unit.kv_dim * 4;
+  const double checkpoint_bytes = double(unit.n_conv_layers) * unit.conv_state_dim * 4;
+  const double blocks_per_checkpoint = double(options.checkpoint_interval / sc.kv_block_size);
+  const double bytes_per_block = kv_block_bytes + checkpoint_bytes / blocks_per_checkpoint;
+  runtime::PrefixCacheConfig pc;
+  pc.block_size = sc.kv_block_size;
+  pc.needs_checkpoints = unit.n_conv_layers > 0;
+  if (options.prefix_cache_mib > 0 && bytes_per_block > 0) {
+    pc.max_blocks = int32_t(std::min(1e6, double(options.prefix_cache_mib) * 1048576.0 / bytes_per_block));
+    pc.n_checkpoint_slots = pc.needs_checkpoints ? int32_t(pc.max_blocks / blocks_per_checkpoint) + 1 : 0;
+  }
+  sc.n_kv_blocks = blocks_per_seq * options.n_seq_max + pc.max_blocks;
   sc.n_slots = options.n_seq_max;
   impl->sequences = std::make_unique<runtime::SequenceStore>(sc);
-  impl->backend->configure_state(impl->model->state_layout(sc.kv_block_size, sc.n_kv_blocks, sc.n_slots));
+  if (pc.max_blocks > 0) impl->prefix_cache = std::make_unique<runtime::PrefixCache>(pc, impl->sequences->blocks());
+  impl->checkpoint_slot_base = options.n_seq_max;
+  impl->backend->configure_state(
+      impl->model->state_layout(sc.kv_block_size, sc.n_kv_blocks, options.n_seq_max + pc.n_checkpoint_slots));
 
   ModelInfo& info = impl->info;
   info.arch = hp.arch;
@@ -71,6 +91,19 @@ std::string Engine::detokenize(std::span<const int32_t> tokens) const {
 
 bool Engine::is_end_of_generation(int32_t token) const { return impl_->tokenizer->is_eog(token); }
 
+void Engine::Impl::reserve_evicting(int32_t seq_id, int32_t n_tokens) {
+  for (;;) {
+    try {
+      sequences->reserve(seq_id, n_tokens);
+      return;
+    } catch (const Error& e) {
+      // The pool is shared with the prefix cache: give back cached blocks before failing.
+      if (e.code() != ErrorCode::OutOfRange || !prefix_cache || prefix_cache->n_blocks() == 0) throw;
+      prefix_cache->evict_to(prefix_cache->n_blocks() / 2);
+    }
+  }
+}
+
 void Engine::Impl::step(std::span<const SeqInput> inputs, std::vector<float>& logits_out) {
   std::vector<int32_t> tokens, positions, output_rows;
   std::vector<StepSequence> seqs;
@@ -81,7 +114,9 @@ void Engine::Impl::step(std::span<const SeqInput> inputs, std::vector<float>& lo
       throw Error(ErrorCode::OutOfRange, "context is full: " + std::to_string(s.n_past + n) +
                                              " tokens exceed the context size of " +
                                              std::to_string(options.n_ctx) + " (raise it with -c)");
-    sequences->reserve(in.seq_id, s.n_past + n);
+    // Copy-on-write: a block shared with a fork or the prefix cache is copied before we write.
+    if (auto moved = sequences->make_tail_writable(in.seq_id)) backend->copy_kv_block(moved->first, moved->second);
+    reserve_evicting(in.seq_id, s.n_past + n);
     StepSequence ss;
     ss.first_token = int32_t(tokens.size());
     ss.n_tokens = n;

@@ -2,6 +2,7 @@
 // per-sequence state store. Session and the CLI's bench reach in through this header.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "cera/engine.h"
 #include "format/gguf.h"
 #include "model/model.h"
+#include "runtime/prefix_cache.h"
 #include "runtime/sequence_store.h"
 #include "tokenizer/tokenizer.h"
 
@@ -22,6 +24,8 @@ struct Engine::Impl {
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<runtime::SequenceStore> sequences;
+  std::unique_ptr<runtime::PrefixCache> prefix_cache;  // null when off
+  int32_t checkpoint_slot_base = 0;  // backend conv slot of checkpoint 0 (after the sequence slots)
 
   // One forward step over several sequences: seq_ids[i] gets tokens[i] (appended at its position).
   // Returns the logits of the requested outputs, [n_outputs, n_vocab] on the host.
@@ -31,6 +35,8 @@ struct Engine::Impl {
     bool all_logits;  // else only the last token's
   };
   void step(std::span<const SeqInput> inputs, std::vector<float>& logits_out);
+  // Reserves KV blocks for a sequence, evicting prefix-cache entries if the pool is short.
+  void reserve_evicting(int32_t seq_id, int32_t n_tokens);
 };
 
 }  // namespace cera

@@ -8,10 +8,44 @@ namespace cera {
 struct Session::Impl {
   Engine::Impl* engine;
   int32_t seq_id;
-  std::vector<float> logits;  // of the last append: [n, n_vocab]
   int32_t n_vocab;
+  std::vector<int32_t> history;  // every token in the sequence (the prefix cache is keyed by it)
+  std::vector<float> logits;     // of the last append: [n, n_vocab]
+  int32_t reused = 0;
+  std::atomic<bool> cancel_requested{false};
 
   ~Impl() { engine->sequences->release(seq_id); }
+
+  runtime::SequenceState& state() { return engine->sequences->get(seq_id); }
+
+  void throw_if_cancelled() {
+    if (cancel_requested.exchange(false)) throw Error(ErrorCode::Cancelled, "cancelled");
+  }
+
+  // A fresh sequence whose prompt starts like a cached one continues from there.
+  std::span<const int32_t> resume_from_cache(std::span<const int32_t> tokens) {
+    Engine::Impl& e = *engine;
+    if (!e.prefix_cache || state().n_past != 0) return tokens;
+    // Keep at least one token to evaluate: its logits are what the caller wants.
+    auto m = e.prefix_cache->lookup(tokens, int32_t(tokens.size()) - 1);
+    if (m.n_tokens == 0) return tokens;
+    e.sequences->adopt_prefix(seq_id, std::move(m.kv_blocks), m.n_tokens);
+    if (m.checkpoint >= 0) e.backend->copy_conv_slot(e.checkpoint_slot_base + m.checkpoint, state().conv_slot);
+    history.assign(tokens.begin(), tokens.begin() + m.n_tokens);
+    reused = m.n_tokens;
+    return tokens.subspan(size_t(m.n_tokens));
+  }
+
+  // After a chunk that ended on a checkpoint boundary: publish the prefix and its conv state.
+  void publish_to_cache() {
+    Engine::Impl& e = *engine;
+    const int32_t pos = state().n_past;
+    if (!e.prefix_cache || pos % e.options.checkpoint_interval != 0) return;
+    const int32_t n_blocks = pos / e.sequences->config().kv_block_size;
+    e.prefix_cache->insert(history, std::span<const int32_t>(state().blocks).first(size_t(n_blocks)));
+    if (auto slot = e.prefix_cache->checkpoint_slot_for(history, pos))
+      e.backend->copy_conv_slot(state().conv_slot, e.checkpoint_slot_base + *slot);
+  }
 };
 
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -34,21 +68,28 @@ void Session::append(std::span<const int32_t> tokens, bool all_logits) {
       throw Error(ErrorCode::InvalidArgument, "token id " + std::to_string(t) + " is outside the vocabulary (0.." +
                                                   std::to_string(impl_->n_vocab - 1) + ")");
   Engine::Impl& e = *impl_->engine;
-  const size_t chunk = size_t(e.model->max_batch_tokens());
+  impl_->reused = 0;
   impl_->logits.clear();
+  if (!all_logits) tokens = impl_->resume_from_cache(tokens);
+
+  // Chunks end at multiples of the checkpoint interval (when the cache is on), so the same tokens
+  // are always evaluated in the same chunks: a resumed prompt gives bit-identical results.
+  const int32_t interval = e.prefix_cache ? e.options.checkpoint_interval : 0;
   std::vector<float> part;
-  for (size_t i = 0; i < tokens.size(); i += chunk) {
-    const auto piece = tokens.subspan(i, std::min(chunk, tokens.size() - i));
-    const bool last = i + piece.size() == tokens.size();
-    if (!all_logits && !last) {
-      // Intermediate chunk: its logits are not wanted; still one output row is computed (cheap).
-      Engine::Impl::SeqInput in{impl_->seq_id, piece, false};
-      e.step({&in, 1}, part);
-      continue;
-    }
+  size_t done = 0;
+  while (done < tokens.size()) {
+    impl_->throw_if_cancelled();
+    const int32_t pos = impl_->state().n_past;
+    size_t n = std::min(tokens.size() - done, size_t(e.model->max_batch_tokens()));
+    if (interval > 0) n = std::min(n, size_t(interval - pos % interval));
+    const auto piece = tokens.subspan(done, n);
+    const bool last = done + n == tokens.size();
     Engine::Impl::SeqInput in{impl_->seq_id, piece, all_logits};
     e.step({&in, 1}, part);
-    impl_->logits.insert(impl_->logits.end(), part.begin(), part.end());
+    impl_->history.insert(impl_->history.end(), piece.begin(), piece.end());
+    if (all_logits || last) impl_->logits.insert(impl_->logits.end(), part.begin(), part.end());
+    impl_->publish_to_cache();
+    done += n;
   }
 }
 
@@ -61,11 +102,30 @@ std::span<const float> Session::last_logits() const {
 
 int32_t Session::position() const { return impl_->engine->sequences->get(impl_->seq_id).n_past; }
 
+int32_t Session::reused_tokens() const { return impl_->reused; }
+
+void Session::cancel() { impl_->cancel_requested = true; }
+
 void Session::reset() {
   Engine::Impl& e = *impl_->engine;
   e.sequences->truncate(impl_->seq_id, 0);
-  e.backend->clear_conv_slot(e.sequences->get(impl_->seq_id).conv_slot);
+  e.backend->clear_conv_slot(impl_->state().conv_slot);
+  impl_->history.clear();
   impl_->logits.clear();
+  impl_->reused = 0;
+}
+
+std::unique_ptr<Session> Session::fork() {
+  Engine::Impl& e = *impl_->engine;
+  runtime::SequenceState& child = e.sequences->fork(impl_->seq_id);
+  e.backend->copy_conv_slot(impl_->state().conv_slot, child.conv_slot);
+  auto impl = std::make_unique<Impl>();
+  impl->engine = &e;
+  impl->seq_id = child.id;
+  impl->n_vocab = impl_->n_vocab;
+  impl->history = impl_->history;
+  impl->logits = impl_->logits;
+  return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
 
 FinishReason Session::generate(const GenerateOptions& options, const TokenCallback& on_token) {
@@ -81,12 +141,18 @@ FinishReason Session::generate(const GenerateOptions& options, const TokenCallba
     return reason;
   };
   for (int32_t n = 0; options.max_tokens < 0 || n < options.max_tokens; ++n) {
+    if (impl_->cancel_requested.exchange(false)) return finish(FinishReason::Cancelled);
     const int32_t token = sampler.sample(last_logits());
     if (!options.ignore_eos && e.tokenizer->is_eog(token)) return finish(FinishReason::EndOfGeneration);
     if (!on_token(token, detok.push(token))) return finish(FinishReason::Cancelled);
     if (position() + 1 > e.options.n_ctx) return finish(FinishReason::Length);
     const int32_t one[] = {token};
-    append(one);
+    try {
+      append(one);
+    } catch (const Error& err) {
+      if (err.code() == ErrorCode::Cancelled) return finish(FinishReason::Cancelled);
+      throw;
+    }
   }
   return finish(FinishReason::Length);
 }

@@ -48,6 +48,37 @@ void SequenceStore::reserve(int32_t id, int32_t n_tokens) {
   }
 }
 
+void SequenceStore::adopt_prefix(int32_t id, std::vector<int32_t> blocks, int32_t n_tokens) {
+  SequenceState& s = get(id);
+  if (s.n_past != 0 || !s.blocks.empty())
+    throw Error(ErrorCode::Internal, "adopt_prefix on a sequence that is not empty");
+  s.blocks = std::move(blocks);
+  s.n_past = n_tokens;
+}
+
+SequenceState& SequenceStore::fork(int32_t id) {
+  const SequenceState source = get(id);  // copy: create() may move the slot vector's contents
+  SequenceState& child = create();
+  for (int32_t b : source.blocks) allocator_.retain(b);
+  child.blocks = source.blocks;
+  child.n_past = source.n_past;
+  return child;
+}
+
+std::optional<std::pair<int32_t, int32_t>> SequenceStore::make_tail_writable(int32_t id) {
+  SequenceState& s = get(id);
+  const size_t tail = size_t(s.n_past / config_.kv_block_size);
+  if (s.n_past % config_.kv_block_size == 0 || tail >= s.blocks.size()) return std::nullopt;  // next write opens a new block
+  const int32_t old_block = s.blocks[tail];
+  if (allocator_.refcount(old_block) == 1) return std::nullopt;
+  auto fresh = allocator_.allocate();
+  if (!fresh)
+    throw Error(ErrorCode::OutOfRange, "the KV cache is full (raise the context size with -c)");
+  s.blocks[tail] = *fresh;
+  allocator_.release(old_block);
+  return std::make_pair(old_block, *fresh);
+}
+
 void SequenceStore::truncate(int32_t id, int32_t n_tokens) {
   SequenceState& s = get(id);
   const size_t keep = size_t((n_tokens + config_.kv_block_size - 1) / config_.kv_block_size);

@@ -42,8 +42,17 @@ class SequenceStore {
   // Forgets everything after the first n_tokens (frees whole blocks no longer needed).
   void truncate(int32_t id, int32_t n_tokens);
 
+  // Starts an empty sequence from a cached prefix: `blocks` (already retained for it) hold its
+  // first n_tokens positions.
+  void adopt_prefix(int32_t id, std::vector<int32_t> blocks, int32_t n_tokens);
+  // A new sequence sharing all of `id`'s KV blocks (copy-on-write; see make_tail_writable).
+  SequenceState& fork(int32_t id);
+  // Before appending to `id`: if the block that position n_past falls into is shared with another
+  // holder, gives the sequence its own block. Returns {old, new} so the caller copies the contents.
+  std::optional<std::pair<int32_t, int32_t>> make_tail_writable(int32_t id);
+
   int32_t capacity_tokens() const { return config_.n_kv_blocks * config_.kv_block_size; }
-  const BlockAllocator& blocks() const { return allocator_; }
+  BlockAllocator& blocks() { return allocator_; }
 
  private:
   SequenceStoreConfig config_;

@@ -1,0 +1,168 @@
+// Session behaviour through the public API: prefix-cache hits give bit-identical logits, forks are
+// independent, cancellation stops long work.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "cera/engine.h"
+#include "support/fixture_models.h"
+#include "support/fixtures.h"
+
+namespace cera {
+namespace {
+
+std::unique_ptr<Engine> load(const std::string& type, int32_t cache_mib = 64, int32_t n_seq = 2, int32_t n_ctx = 1024) {
+  EngineOptions o;
+  o.model_path = test::fixture_gguf("lfm2-tiny", type);
+  o.n_ctx = n_ctx;
+  o.n_seq_max = n_seq;
+  o.prefix_cache_mib = cache_mib;
+  return Engine::load(o);
+}
+
+// A long prompt from the fixture prompts, plus a variant sharing its first `shared` tokens.
+std::vector<int32_t> long_prompt(size_t n, int32_t salt = 0) {
+  std::vector<int32_t> out;
+  const auto prompts = test::load_fixture_prompts("lfm2-tiny");
+  while (out.size() < n)
+    for (const auto& p : prompts)
+      for (int32_t id : p.ids) out.push_back((id + salt) % 1024);
+  out.resize(n);
+  return out;
+}
+
+bool bitwise_equal(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+class PrefixCacheHit : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(PrefixCacheHit, LogitsAreBitIdenticalToFullRecomputation) {
+  const auto first = long_prompt(300);
+  auto second = long_prompt(330);
+  for (size_t i = 280; i < second.size(); ++i) second[i] = (second[i] + 7) % 1024;  // diverges at 280
+
+  auto engine = load(GetParam());
+  {
+    auto s = engine->new_session();
+    s->append(first);
+    EXPECT_EQ(s->reused_tokens(), 0);
+  }
+  auto hit = engine->new_session();
+  hit->append(second);
+  EXPECT_EQ(hit->reused_tokens(), 256) << "resumes from the last checkpoint (every 128 tokens) before 280";
+
+  auto fresh_engine = load(GetParam());
+  auto full = fresh_engine->new_session();
+  full->append(second);
+  EXPECT_EQ(full->reused_tokens(), 0);
+  EXPECT_TRUE(bitwise_equal(hit->last_logits(), full->last_logits()));
+
+  // And the continuation stays identical token by token.
+  for (int step = 0; step < 8; ++step) {
+    const int32_t next = int32_t(std::max_element(full->last_logits().begin(), full->last_logits().end()) -
+                                 full->last_logits().begin());
+    hit->append({&next, 1});
+    full->append({&next, 1});
+    ASSERT_TRUE(bitwise_equal(hit->last_logits(), full->last_logits())) << "step " << step;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Files, PrefixCacheHit, ::testing::Values("BF16", "Q4_0", "Q4_K_M"));
+
+TEST(PrefixCache, IdenticalPromptStillEvaluatesItsLastToken) {
+  auto engine = load("BF16");
+  const auto prompt = long_prompt(256);
+  auto a = engine->new_session();
+  a->append(prompt);
+  auto b = engine->new_session();
+  b->append(prompt);
+  EXPECT_EQ(b->reused_tokens(), 128);  // the checkpoint at 256 cannot be used: token 255 must run
+  EXPECT_TRUE(bitwise_equal(a->last_logits(), b->last_logits()));
+}
+
+TEST(PrefixCache, OffMeansNoReuse) {
+  auto engine = load("BF16", /*cache_mib=*/0);
+  const auto prompt = long_prompt(300);
+  engine->new_session()->append(prompt);
+  auto b = engine->new_session();
+  b->append(prompt);
+  EXPECT_EQ(b->reused_tokens(), 0);
+}
+
+TEST(Session, ForkedSessionsAreIndependent) {
+  auto engine = load("Q8_0", 0, /*n_seq=*/3);
+  const auto prompt = long_prompt(45);  // ends inside a KV block: the fork shares a partial block
+  auto parent = engine->new_session();
+  parent->append(prompt);
+  auto child = parent->fork();
+  EXPECT_EQ(child->position(), parent->position());
+  EXPECT_TRUE(bitwise_equal(child->last_logits(), parent->last_logits()));
+
+  const int32_t a = 5, b = 9;
+  parent->append({&a, 1});
+  child->append({&b, 1});  // copy-on-write of the shared tail block
+  auto reference = engine->new_session();
+  std::vector<int32_t> with_b = prompt;
+  with_b.push_back(b);
+  reference->append(with_b);
+  EXPECT_TRUE(bitwise_equal(child->last_logits(), reference->last_logits()));
+  reference.reset();
+  std::vector<int32_t> with_a = prompt;
+  with_a.push_back(a);
+  auto reference_a = engine->new_session();
+  reference_a->append(with_a);
+  EXPECT_TRUE(bitwise_equal(parent->last_logits(), reference_a->last_logits()));
+}
+
+TEST(Session, CancelFromAnotherThreadStopsALongPrefill) {
+  auto engine = load("BF16", 0, 1, /*n_ctx=*/16384);
+  auto session = engine->new_session();
+  const auto prompt = long_prompt(16000);
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    session->cancel();
+  });
+  try {
+    session->append(prompt);
+    ADD_FAILURE() << "append finished before it was cancelled";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Cancelled);
+  }
+  canceller.join();
+  EXPECT_LT(session->position(), 16000);
+}
+
+TEST(Session, CancelStopsGeneration) {
+  auto engine = load("BF16", 0, 1);
+  auto session = engine->new_session();
+  session->append(long_prompt(10));
+  GenerateOptions g;
+  g.max_tokens = 100;
+  g.sampling.temperature = 0;
+  g.ignore_eos = true;
+  int n = 0;
+  const FinishReason r = session->generate(g, [&](int32_t token, std::string_view) {
+    if (token >= 0 && ++n == 3) session->cancel();
+    return true;
+  });
+  EXPECT_EQ(r, FinishReason::Cancelled);
+  EXPECT_EQ(n, 3);
+}
+
+TEST(Session, ContextOverflowIsAClearError) {
+  auto engine = load("BF16", 0, 1, /*n_ctx=*/64);
+  auto session = engine->new_session();
+  try {
+    session->append(long_prompt(65));
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::OutOfRange);
+    EXPECT_NE(std::string(e.what()).find("context"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace cera
