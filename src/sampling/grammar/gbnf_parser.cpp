@@ -128,10 +128,24 @@ class Parser {
     if (!at_end() && peek() != '\n') expected("'|', an element or the end of the line in rule '" + current_ + "'");
   }
 
+  // Lenient extension: a rule may continue on a line that starts with '|'.
+  bool continues_on_next_line() {
+    size_t p = pos_;
+    while (p < src_.size()) {
+      const char c = src_[p];
+      if (c == ' ' || c == '\t' || c == '\r' || c == '\n') ++p;
+      else if (c == '#') { while (p < src_.size() && src_[p] != '\n') ++p; }
+      else break;
+    }
+    if (pos_ >= src_.size() || src_[pos_] != '\n' || p >= src_.size() || src_[p] != '|') return false;
+    pos_ = p;
+    return true;
+  }
+
   std::vector<Seq> parse_alternates(bool nested) {
     std::vector<Seq> alts;
     alts.push_back(parse_sequence(nested));
-    while (peek() == '|') {
+    while (peek() == '|' || (!nested && continues_on_next_line())) {
       ++pos_;
       skip(true);
       alts.push_back(parse_sequence(nested));

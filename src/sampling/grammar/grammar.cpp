@@ -145,6 +145,8 @@ std::string Grammar::to_string() const {
     for (uint32_t start : alternatives(r)) {
       if (!first_alt) out += " |";
       first_alt = false;
+      // An empty alternative is written "" so that a trailing '|' does not run into the next line.
+      if (elems_[start].kind == GrammarElem::End || elems_[start].kind == GrammarElem::Alt) out += " \"\"";
       for (uint32_t i = start; elems_[i].kind != GrammarElem::End && elems_[i].kind != GrammarElem::Alt; ++i) {
         out += ' ';
         const GrammarElem& e = elems_[i];
