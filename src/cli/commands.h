@@ -20,5 +20,6 @@ Command add_bench_command(CLI::App& app);
 Command add_template_command(CLI::App& app);
 Command add_quantize_command(CLI::App& app);
 Command add_convert_command(CLI::App& app);
+Command add_perplexity_command(CLI::App& app);
 
 }  // namespace cera::cli

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
       cera::cli::add_tokenize_command(app), cera::cli::add_inspect_command(app),
       cera::cli::add_bench_command(app),    cera::cli::add_quantize_command(app),
       cera::cli::add_template_command(app),  cera::cli::add_convert_command(app),
+      cera::cli::add_perplexity_command(app),
   };
 
   try {
