@@ -1,6 +1,9 @@
 // Round trip: quantize lfm2-tiny-BF16.gguf with `cera quantize`'s code to each fixture type, load
-// the result through the public API, and hold its logits to the fixture criterion for quantized
-// files: rel_rms vs the Hugging Face float32 reference ≤ 1.1 × llama.cpp's own (+0.002).
+// the result through the public API, and hold its logits to both fixture criteria for quantized
+// files: rel_rms vs the Hugging Face float32 reference ≤ 1.1 × llama.cpp's own (+0.002), and
+// rel_rms vs llama.cpp's logits on its file ≤ 0.5 × llama.cpp's own. The second holds because our
+// quantizers write the same bytes as llama-quantize (tests/format/quant_llamacpp_bytes_test.cpp
+// proves that for every type here), so only the two engines' arithmetic differs.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -64,10 +67,14 @@ TEST_P(QuantizeParity, LogitsWithinFixtureBound) {
   engine.reset();
   std::filesystem::remove_all(dir);
   RecordProperty("rel_rms_vs_hf", std::to_string(vs_hf.value()));
-  // vs llama.cpp is informational: our quantizer rounds differently, so the two files' errors differ.
   std::printf("[ %-6s ] ours vs HF %.3e (llama.cpp's file: %.3e), ours vs llama.cpp %.3e\n", c.type, vs_hf.value(),
               c.llamacpp_rel_rms, vs_llamacpp.value());
   EXPECT_LE(vs_hf.value(), 1.1 * c.llamacpp_rel_rms + 0.002);
+  // Q8_0: the known deviation documented in fixture_parity_test.cpp — with 8-bit weights nearly all
+  // of the error is the rounding of activations, where ours and llama.cpp's only partly agree — so
+  // the same 0.7 × bound as there (the weight bytes are identical all the same).
+  const double factor = std::string(c.type) == "Q8_0" ? 0.7 : 0.5;
+  EXPECT_LE(vs_llamacpp.value(), factor * c.llamacpp_rel_rms);
 }
 
 INSTANTIATE_TEST_SUITE_P(Lfm2Tiny, QuantizeParity, ::testing::ValuesIn(kCases),
