@@ -73,6 +73,14 @@ TEST(GrammarParser, ErrorsNamePositionAndExpectation) {
   EXPECT_EQ(parse_error("root ::= \"é\" ]\n"), "grammar 1:14: expected '|', an element or the end of the line in rule 'root', got ']'");
 }
 
+TEST(GrammarParser, UserRulesMayUseGeneratedLookingNames) {
+  // The group in root is generated first as "root-1"; the text's own root-1 must win.
+  const Grammar g = Grammar::parse("root ::= (\"a\" | \"b\") root-1\nroot-1 ::= \"c\"\n");
+  const std::string text = g.to_string();
+  EXPECT_NE(text.find("root-1 ::= \"c\"\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"a\" | \"b\""), std::string::npos) << text;
+}
+
 TEST(GrammarParser, RuleLevelErrors) {
   EXPECT_EQ(parse_error("root ::= item\nitem ::= \"x\" other\n"), "grammar 2:14: undefined rule 'other'");
   EXPECT_EQ(parse_error("root ::= \"a\"\nroot ::= \"b\"\n"), "grammar 2:1: rule 'root' is defined twice");

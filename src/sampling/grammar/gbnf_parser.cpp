@@ -84,12 +84,24 @@ class Parser {
     return std::string(src_.substr(start, pos_ - start));
   }
 
+  // The id for a name the grammar text uses. If a generated rule already has that name, the text
+  // means its own rule: the generated one is renamed out of the way.
   uint32_t rule_id(const std::string& name, size_t used_at) {
+    auto found = ids_.find(name);
+    if (found != ids_.end() && generated_flag_[found->second]) {
+      const uint32_t gen = found->second;
+      ids_.erase(found);
+      std::string renamed;
+      do renamed = name + "-" + std::to_string(++generated_[name]); while (ids_.count(renamed));
+      d_.names[gen] = renamed;
+      ids_[renamed] = gen;
+    }
     auto [it, inserted] = ids_.emplace(name, uint32_t(d_.names.size()));
     if (inserted) {
       d_.names.push_back(name);
       d_.rules.emplace_back();
       defined_.push_back(false);
+      generated_flag_.push_back(false);
       first_use_.push_back(used_at);
     }
     return it->second;
@@ -100,6 +112,7 @@ class Parser {
     do name = base + "-" + std::to_string(++generated_[base]); while (ids_.count(name));
     const uint32_t id = rule_id(name, pos_);
     defined_[id] = true;
+    generated_flag_[id] = true;
     return id;
   }
 
@@ -349,6 +362,7 @@ class Parser {
   Grammar::Draft d_;
   std::unordered_map<std::string, uint32_t> ids_;
   std::vector<bool> defined_;
+  std::vector<bool> generated_flag_;
   std::vector<size_t> first_use_;
   std::map<std::string, uint32_t> generated_;
   std::string current_;
