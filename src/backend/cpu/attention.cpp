@@ -5,7 +5,9 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/kernels.h"
 #include "backend/cpu/ops.h"
+#include "backend/cpu/ops_internal.h"
 
 namespace cera::cpu {
 namespace {
@@ -43,8 +45,10 @@ void attention(ThreadPool& pool, const KvLayerView& kv, std::span<const StepSequ
     for (int32_t t = 0; t < seqs[si].n_tokens; ++t) items.push_back({si, t});
 
   const int64_t n_work = int64_t(items.size()) * p.n_head;
+  static const bool simd = active_isa() == Isa::Avx512 && detail::have_avx512_ops();
   pool.parallel_for(n_work, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> acc(d);
+    std::vector<float> scores;
     for (int64_t w = begin; w < end; ++w) {
       const Item& it = items[w / p.n_head];
       const int32_t h = int32_t(w % p.n_head);
@@ -53,6 +57,12 @@ void attention(ThreadPool& pool, const KvLayerView& kv, std::span<const StepSequ
       const int32_t n_keys = s.n_past + it.token + 1;  // causal: keys at positions <= own
       const float* qh = q.row(row) + h * d;
       const int32_t kvh = h / group;
+      if (simd) {  // two-pass softmax, vectorised (a token's result still depends only on its own keys)
+        scores.resize(size_t(n_keys));
+        detail::attention_row_avx512({qh, kv.base, s.kv_blocks.data(), bs, kv.kv_dim, kvh * d, d, n_keys, p.scale,
+                                      scores.data(), out.row(row) + h * d});
+        continue;
+      }
 
       float m = -INFINITY, l = 0.f;
       std::fill(acc.begin(), acc.end(), 0.f);

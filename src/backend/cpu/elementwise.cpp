@@ -1,6 +1,8 @@
 #include <cmath>
 
+#include "backend/cpu/kernels.h"
 #include "backend/cpu/ops.h"
+#include "backend/cpu/ops_internal.h"
 
 namespace cera::cpu {
 
@@ -13,6 +15,8 @@ void rms_norm_row(const float* x, const float* w, float eps, float* out, int64_t
 }
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+  static const bool simd = active_isa() == Isa::Avx512 && detail::have_avx512_ops();
+  if (simd) return detail::silu_mul_avx512(gate, up, out, n);
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     out[i] = g / (1.f + std::exp(-g)) * up[i];
