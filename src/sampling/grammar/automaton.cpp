@@ -60,6 +60,14 @@ GrammarAutomaton::State GrammarAutomaton::intern(std::vector<uint32_t>& tops) {
     accepting_.push_back(!tops.empty() && tops.front() == 0);
     ascii_.emplace_back();
     ascii_.back().fill(-1);
+    bool uniform = true;
+    for (uint32_t top : tops) {
+      if (top == 0) continue;
+      const CharSet& cs = grammar_->charset(grammar_->elem(nodes_[top].pos).value);
+      if (!cs.covers(0x80, 0x10FFFF) && cs.intersects(0x80, 0x10FFFF)) uniform = false;
+    }
+    high_uniform_.push_back(uniform);
+    high_next_.push_back(uniform ? kHighUnknown : kHighMixed);
   }
   return it->second;
 }

@@ -34,6 +34,15 @@ class GrammarAutomaton {
       ascii_[s][cp] = int32_t(next);
       return next;
     }
+    // Most states treat every non-ASCII code point alike (inside a JSON string: all allowed;
+    // elsewhere: none), so one memo entry serves them all and the hash map is rarely touched.
+    const int32_t high = high_next_[s];
+    if (high >= 0) return State(high);
+    if (high == kHighUnknown) {
+      const State next = compute_advance(s, cp);  // may grow high_next_: index again
+      high_next_[s] = high_uniform_[s] ? int32_t(next) : kHighMixed;
+      return next;
+    }
     const uint64_t key = (uint64_t(s) << 21) | cp;
     auto it = other_.find(key);
     if (it != other_.end()) return it->second;
@@ -69,6 +78,9 @@ class GrammarAutomaton {
   std::unordered_map<std::string, State> set_ids_;
   std::vector<std::array<int32_t, 128>> ascii_;  // memo for ASCII; -1 = not computed yet
   std::unordered_map<uint64_t, State> other_;    // memo for the rest
+  static constexpr int32_t kHighUnknown = -1, kHighMixed = -2;
+  std::vector<uint8_t> high_uniform_;  // per state: all code points >= 0x80 lead to one state
+  std::vector<int32_t> high_next_;     // that state once known, or kHighUnknown / kHighMixed
   std::vector<uint32_t> scratch_;
   State initial_ = kDead;
 };

@@ -27,6 +27,17 @@ bool CharSet::intersects(uint32_t lo, uint32_t hi) const {
   return true;
 }
 
+bool CharSet::covers(uint32_t lo, uint32_t hi) const {
+  if (negated) {
+    for (const CharRange& r : ranges)
+      if (r.lo <= hi && lo <= r.hi) return false;
+    return true;
+  }
+  for (const CharRange& r : ranges)
+    if (r.lo <= lo && hi <= r.hi) return true;
+  return false;
+}
+
 void CharSet::normalize() {
   std::sort(ranges.begin(), ranges.end(), [](const CharRange& a, const CharRange& b) { return a.lo < b.lo; });
   std::vector<CharRange> merged;

@@ -26,6 +26,7 @@ struct CharSet {
 
   bool contains(uint32_t cp) const;
   bool intersects(uint32_t lo, uint32_t hi) const;  // some code point in [lo, hi] is in the set
+  bool covers(uint32_t lo, uint32_t hi) const;      // every code point in [lo, hi] is in the set
   void normalize();                                 // sort and merge ranges
   bool operator==(const CharSet&) const = default;
 };
