@@ -784,10 +784,20 @@ struct Q6KK {
   static void f(const Args& a) { tile_q6_k<NW, NX>(a); }
 };
 
+// 4 rows × 6 tokens: 24 accumulators, so the 4 weight conversions per k-step feed 24 FMAs (4×4: 16).
+// Each (row, token) keeps its own accumulator and k order, so any tile shape gives identical bits.
+template <template <int, int> class K>
+struct Table4x6 {
+  static constexpr TileFn fns[4][6] = {{K<1, 1>::f, K<1, 2>::f, K<1, 3>::f, K<1, 4>::f, K<1, 5>::f, K<1, 6>::f},
+                                       {K<2, 1>::f, K<2, 2>::f, K<2, 3>::f, K<2, 4>::f, K<2, 5>::f, K<2, 6>::f},
+                                       {K<3, 1>::f, K<3, 2>::f, K<3, 3>::f, K<3, 4>::f, K<3, 5>::f, K<3, 6>::f},
+                                       {K<4, 1>::f, K<4, 2>::f, K<4, 3>::f, K<4, 4>::f, K<4, 5>::f, K<4, 6>::f}};
+};
+
 template <FloatKind FK>
 void dot_float(int64_t n, const void* w, size_t wrb, int nw, const void* x, size_t xrb, int nx, float* out,
                size_t os) {
-  run_tiles(Table4x4<FloatK<FK>::template K>::fns, n, w, wrb, nw, x, xrb, nx, out, os);
+  run_tiles(Table4x6<FloatK<FK>::template K>::fns, n, w, wrb, nw, x, xrb, nx, out, os);
 }
 template <class P>
 void dot_q8act(int64_t n, const void* w, size_t wrb, int nw, const void* x, size_t xrb, int nx, float* out,
@@ -807,9 +817,9 @@ void dot_q6_k(int64_t n, const void* w, size_t wrb, int nw, const void* x, size_
 
 int detail::avx512_kernels(MatmulKernels* out, int cap) {
   const MatmulKernels all[] = {
-      {GgmlType::F32, GgmlType::F32, Isa::Avx512, 4, 4, nullptr, dot_float<FloatKind::F32>, nullptr},
-      {GgmlType::F16, GgmlType::F32, Isa::Avx512, 4, 4, nullptr, dot_float<FloatKind::F16>, nullptr},
-      {GgmlType::BF16, GgmlType::F32, Isa::Avx512, 4, 4, nullptr, dot_float<FloatKind::BF16>, nullptr},
+      {GgmlType::F32, GgmlType::F32, Isa::Avx512, 4, 6, nullptr, dot_float<FloatKind::F32>, nullptr},
+      {GgmlType::F16, GgmlType::F32, Isa::Avx512, 4, 6, nullptr, dot_float<FloatKind::F16>, nullptr},
+      {GgmlType::BF16, GgmlType::F32, Isa::Avx512, 4, 6, nullptr, dot_float<FloatKind::BF16>, nullptr},
       {GgmlType::Q8_0, GgmlType::Q8_0, Isa::Avx512, kRowLaneMaxNw, kRowLaneMaxNx, quantize_q8_0,
        dot_rowlane<PolicyQ8_0, sizeof(BlockQ8_0)>, nullptr},
       {GgmlType::Q4_0, GgmlType::Q8_0, Isa::Avx512, kRowLaneMaxNw, kRowLaneMaxNx, quantize_q8_0,
