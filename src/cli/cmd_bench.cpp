@@ -18,6 +18,7 @@ struct BenchFlags {
   std::vector<int32_t> n_prompt{512};
   std::vector<int32_t> n_gen{128};
   int32_t repetitions = 5;
+  int32_t shared_prefix = 0;
 };
 
 struct Stats {
@@ -48,11 +49,15 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("-p,--n-prompt", f->n_prompt, "prompt lengths to test (0 to skip)")->delimiter(',')->capture_default_str();
   cmd->add_option("-n,--n-gen", f->n_gen, "generation lengths to test (0 to skip)")->delimiter(',')->capture_default_str();
   cmd->add_option("-r,--repetitions", f->repetitions, "repetitions of each test")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--shared-prefix", f->shared_prefix,
+                  "also measure the prefix cache: a prompt of N+64 tokens, then another sharing its first N")
+      ->check(CLI::NonNegativeNumber);
   return {cmd, [f]() {
             EngineOptions eo = f->model.engine;
             int32_t longest = 1;
             for (int32_t n : f->n_prompt) longest = std::max(longest, n);
             for (int32_t n : f->n_gen) longest = std::max(longest, n + 1);
+            longest = std::max(longest, f->shared_prefix + 64);
             eo.n_ctx = std::max(eo.n_ctx, longest);
             auto engine = Engine::load(eo);
             const ModelInfo& info = engine->info();
@@ -102,6 +107,30 @@ Command add_bench_command(CLI::App& app) {
                 if (r >= 0) tps.push_back(n / s);
               }
               row("tg" + std::to_string(n), tps, true);
+            }
+            if (f->shared_prefix > 0) {
+              // Two prompts sharing their first N tokens: the second should evaluate only what follows
+              // the last conv checkpoint before N.
+              std::vector<int32_t> a(static_cast<size_t>(f->shared_prefix + 64)), b;
+              for (auto& t : a) t = any_token(rng);
+              b = a;
+              for (size_t i = size_t(f->shared_prefix); i < b.size(); ++i) b[i] = any_token(rng);
+              auto time_append = [&](const std::vector<int32_t>& prompt, int32_t& reused) {
+                auto session = engine->new_session();
+                const auto t0 = clock::now();
+                session->append(prompt);
+                reused = session->reused_tokens();
+                return std::chrono::duration<double>(clock::now() - t0).count();
+              };
+              int32_t reused_a = 0, reused_b = 0;
+              const double ta = time_append(a, reused_a);
+              const double tb = time_append(b, reused_b);
+              const double evaluated_b = double(b.size() - size_t(reused_b));
+              std::printf("\nshared prefix of %d tokens: first prompt %zu tokens in %.2f s; second prompt %zu tokens "
+                          "in %.2f s, %d restored from the prefix cache, %.0f evaluated (%.1f%% less prefill work, "
+                          "%.1fx faster)\n",
+                          f->shared_prefix, a.size(), ta, b.size(), tb, reused_b, evaluated_b,
+                          100.0 * (1.0 - evaluated_b / double(a.size())), ta / tb);
             }
             return 0;
           }};
