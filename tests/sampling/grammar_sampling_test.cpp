@@ -52,11 +52,12 @@ const LoadedVocab& load(const std::string& name, int32_t limit = 0) {
 }
 
 TEST(GrammarSampling, TrieMaskEqualsPerTokenCheck) {
-  const LoadedVocab& v = load("llama3");
   auto grammar = std::make_shared<Grammar>(json_grammar());
-  // States: start, inside a key, inside a value string, mid-number, after a value, a partial
-  // UTF-8 character pending, complete.
+  // States: start, inside a key, inside a value string (where the subtree shortcut applies),
+  // mid-number, after a value, a partial UTF-8 character pending, complete.
+  for (const char* name : {"llama3", "qwen3"})
   for (const char* prefix : {"", "{\"na", "{\"name\": \"Al", "[1, -2.", "{\"a\": 1", "[\"\xE4\xBD", "{\"a\": [true]}"}) {
+    const LoadedVocab& v = load(name);
     GrammarMatcher m(grammar, v.vocab);
     ASSERT_TRUE(m.accept_bytes(prefix)) << prefix;
     std::vector<uint8_t> mask;

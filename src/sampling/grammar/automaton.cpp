@@ -82,6 +82,26 @@ GrammarAutomaton::State GrammarAutomaton::compute_advance(State s, uint32_t cp) 
   return intern(next);
 }
 
+const GrammarAutomaton::Loops& GrammarAutomaton::loops(State s) {
+  if (loops_known_.size() <= s) {
+    loops_known_.resize(sets_.size(), 0);
+    loops_.resize(sets_.size());
+  }
+  if (!loops_known_[s]) {
+    Loops l;  // built locally: advance() may grow the tables
+    for (uint32_t c = 0; c < 128; ++c)
+      if (advance(s, c) == s) (c < 64 ? l.lo : l.hi) |= uint64_t(1) << (c & 63);
+    l.high = high_uniform_[s] && advance(s, 0x80) == s;
+    if (loops_known_.size() < sets_.size()) {
+      loops_known_.resize(sets_.size(), 0);
+      loops_.resize(sets_.size());
+    }
+    loops_[s] = l;
+    loops_known_[s] = 1;
+  }
+  return loops_[s];
+}
+
 bool GrammarAutomaton::can_take_range(State s, uint32_t lo, uint32_t hi) const {
   for (uint32_t top : sets_[s]) {
     if (top == 0) continue;

@@ -57,6 +57,14 @@ class GrammarAutomaton {
   // Some stack can take a code point in [lo, hi] next (for a partial UTF-8 character).
   bool can_take_range(State s, uint32_t lo, uint32_t hi) const;
 
+  // ASCII code points (as two 64-bit masks) that lead from s back to s, and whether every
+  // non-ASCII code point does. Computed once per state, on demand.
+  struct Loops {
+    uint64_t lo = 0, hi = 0;
+    bool high = false;
+  };
+  const Loops& loops(State s);
+
   const Grammar& grammar() const { return *grammar_; }
   size_t n_states() const { return sets_.size(); }
 
@@ -81,7 +89,8 @@ class GrammarAutomaton {
   static constexpr int32_t kHighUnknown = -1, kHighMixed = -2;
   std::vector<uint8_t> high_uniform_;  // per state: all code points >= 0x80 lead to one state
   std::vector<int32_t> high_next_;     // that state once known, or kHighUnknown / kHighMixed
-  std::vector<uint32_t> scratch_;
+  std::vector<Loops> loops_;
+  std::vector<uint8_t> loops_known_;
   State initial_ = kDead;
 };
 

@@ -102,7 +102,17 @@ void GrammarMatcher::walk(uint32_t node, State state, Utf8Step utf8, uint8_t* al
       continue;
     }
     for (int32_t id : trie.tokens_at(c)) allowed[id] = 1;
-    if (trie.end(c) > c + 1) walk(c, next, u, allowed);
+    if (trie.end(c) == c + 1) continue;
+    // Shortcut: the state just looped (e.g. inside a JSON string) and loops on every byte below,
+    // which is valid UTF-8 from here: every token below is allowed without walking it.
+    if (next == state && u.need == 0 && trie.valid_utf8_below(c)) {
+      const GrammarAutomaton::Loops& l = automaton_.loops(next);
+      if (trie.ascii_below_subset_of(c, l.lo, l.hi) && (l.high || !trie.high_below(c))) {
+        for (int32_t id : trie.tokens_below(c)) allowed[id] = 1;
+        continue;
+      }
+    }
+    walk(c, next, u, allowed);
   }
 }
 

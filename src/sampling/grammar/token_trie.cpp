@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "sampling/grammar/utf8_step.h"
+
 namespace cera {
 
 // Sorting the tokens by bytes gives the pre-order directly: a node is created for each new byte
@@ -51,6 +53,39 @@ TokenTrie::TokenTrie(std::span<const std::string> tokens) {
   for (size_t i = 0; i < byte_.size(); ++i) {
     token_off_[i + 1] = token_off_[i] + node_token_count[i];
     for (uint32_t j = 0; j < node_token_count[i]; ++j) token_ids_.push_back(order[node_tokens_first[i] + j]);
+  }
+  summarize();
+}
+
+// Paths below i from a mid-character state u; at the next boundary the memo for that node answers.
+bool TokenTrie::valid_from(uint32_t i, Utf8Step u) const {
+  for (uint32_t c = i + 1; c < end_[i]; c = end_[c]) {
+    Utf8Step v = u;
+    if (!v.push(byte_[c])) return false;
+    if (v.need == 0 ? !(flags_[c] & kValidBelow) : !valid_from(c, v)) return false;
+  }
+  return true;
+}
+
+void TokenTrie::summarize() {
+  const uint32_t n = n_nodes();
+  below_lo_.assign(n, 0);
+  below_hi_.assign(n, 0);
+  flags_.assign(n, 0);
+  // Reverse pre-order visits every node after all of its descendants.
+  for (uint32_t i = n; i-- > 0;) {
+    uint8_t f = kValidBelow;
+    for (uint32_t c = i + 1; c < end_[i]; c = end_[c]) {
+      const uint8_t b = byte_[c];
+      below_lo_[i] |= below_lo_[c];
+      below_hi_[i] |= below_hi_[c];
+      if (b < 64) below_lo_[i] |= uint64_t(1) << b;
+      else if (b < 128) below_hi_[i] |= uint64_t(1) << (b - 64);
+      if (b >= 0x80 || (flags_[c] & kHighBelow)) f |= kHighBelow;
+      Utf8Step u;
+      if (!u.push(b) || (u.need == 0 ? !(flags_[c] & kValidBelow) : !valid_from(c, u))) f &= uint8_t(~kValidBelow);
+    }
+    flags_[i] = f;
   }
 }
 

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "sampling/grammar/utf8_step.h"
+
 namespace cera {
 
 class TokenTrie {
@@ -24,12 +26,31 @@ class TokenTrie {
   std::span<const int32_t> tokens_at(uint32_t i) const {
     return {token_ids_.data() + token_off_[i], token_ids_.data() + token_off_[i + 1]};
   }
+  // Every token strictly below node i (pre-order keeps them contiguous).
+  std::span<const int32_t> tokens_below(uint32_t i) const {
+    return {token_ids_.data() + token_off_[i + 1], token_ids_.data() + token_off_[end_[i]]};
+  }
+
+  // Summaries of the bytes strictly below node i, so a matcher can accept a whole subtree at once
+  // when its state loops on all of them: which ASCII bytes occur, whether any byte >= 0x80 does,
+  // and whether every path down from i is valid UTF-8 when i is at a character boundary (a
+  // trailing unfinished character counts as valid).
+  bool ascii_below_subset_of(uint32_t i, uint64_t lo, uint64_t hi) const {
+    return (below_lo_[i] & ~lo) == 0 && (below_hi_[i] & ~hi) == 0;
+  }
+  bool high_below(uint32_t i) const { return flags_[i] & kHighBelow; }
+  bool valid_utf8_below(uint32_t i) const { return flags_[i] & kValidBelow; }
 
  private:
   std::vector<uint8_t> byte_;
   std::vector<uint32_t> end_;
   std::vector<uint32_t> token_off_;  // n_nodes + 1
   std::vector<int32_t> token_ids_;
+  static constexpr uint8_t kHighBelow = 1, kValidBelow = 2;
+  std::vector<uint64_t> below_lo_, below_hi_;  // ASCII bytes 0..63 / 64..127 below each node
+  std::vector<uint8_t> flags_;
+  void summarize();
+  bool valid_from(uint32_t i, Utf8Step u) const;
 };
 
 }  // namespace cera
