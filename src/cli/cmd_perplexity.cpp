@@ -29,6 +29,7 @@ struct PerplexityFlags {
 Command add_perplexity_command(CLI::App& app) {
   auto f = std::make_shared<PerplexityFlags>();
   f->model.engine.n_ctx = 512;
+  f->model.engine.prefix_cache_mib = 0;  // every chunk starts from an empty context; nothing to reuse
   CLI::App* cmd = app.add_subcommand("perplexity", "perplexity of a model on a text file (llama-perplexity's method)");
   add_model_flags(*cmd, f->model, /*model_required=*/false);
   cmd->add_option("-f,--file", f->file, "text file to score")->required();
