@@ -81,9 +81,10 @@ Command add_bench_command(CLI::App& app) {
             for (int32_t n : f->n_prompt) {
               if (n <= 0) continue;
               std::vector<int32_t> prompt(static_cast<size_t>(n));
-              for (auto& t : prompt) t = any_token(rng);
               std::vector<double> tps;
               for (int32_t r = -1; r < f->repetitions; ++r) {  // r = -1: warm-up
+                // A fresh prompt each time: a repeated one would be restored from the prefix cache.
+                for (auto& t : prompt) t = any_token(rng);
                 auto session = engine->new_session();
                 const auto t0 = clock::now();
                 session->append(prompt);
