@@ -102,8 +102,8 @@ TEST(GrammarSampling, MaskingCostOnLargeVocabularies) {
       const double warm = mask_ms(m, 10);
       std::vector<uint8_t> mask;
       m.allowed_tokens(mask);
-      std::printf("[ mask cost ] %-6s %6d tokens, after %-22s cold %6.2f ms, warm %6.2f ms/token CPU (%d allowed)\n", name,
-                  v.vocab->n_vocab(), ("'" + std::string(prefix) + "'").c_str(), cold, warm,
+      std::printf("[ mask cost ] %-6s %6d tokens, after '%s' cold %6.2f ms, warm %6.2f ms/token CPU (%d allowed)\n", name,
+                  v.vocab->n_vocab(), prefix, cold, warm,
                   int(std::count(mask.begin(), mask.end(), 1)));
       EXPECT_LT(warm, 200.0);  // generous: shared, loaded CI machines; the printout is the measurement
     }
