@@ -43,12 +43,15 @@ struct ModelInfo {
 
 class Engine;
 
-enum class FinishReason { None, Length, EndOfGeneration, Cancelled };
+enum class FinishReason { None, Length, EndOfGeneration, StopString, Cancelled };
 
 struct GenerateOptions {
   int32_t max_tokens = 128;  // -1: until end of generation or context full
   SamplingParams sampling;
-  bool ignore_eos = false;
+  bool ignore_eos = false;   // end-of-generation tokens are banned (as llama.cpp's --ignore-eos)
+  // Generation stops when the text contains one of these; the stop itself (and anything after it)
+  // is never passed to the callback, also when it arrives split across several tokens.
+  std::vector<std::string> stop;
 };
 
 // Called for every generated token with its id and the text it completes (possibly empty while a

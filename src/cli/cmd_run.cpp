@@ -1,6 +1,7 @@
 // `cera run`: generate text from a prompt. stdout carries only the generated text (pipeable);
 // logs and timings go to stderr.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 
@@ -17,6 +18,7 @@ struct RunFlags {
   std::string prompt_file;
   int32_t n_predict = 128;
   GenerateOptions gen;
+  std::vector<std::string> logit_bias;
   bool verbose = false;
 };
 }  // namespace
@@ -33,7 +35,14 @@ Command add_run_command(CLI::App& app) {
   cmd->add_option("--top-p", f->gen.sampling.top_p, "top-p sampling (1.0: off)")->capture_default_str();
   cmd->add_option("--min-p", f->gen.sampling.min_p, "min-p sampling (0.0: off)")->capture_default_str();
   cmd->add_option("-s,--seed", f->gen.sampling.seed, "random seed (default: random)");
-  cmd->add_flag("--ignore-eos", f->gen.ignore_eos, "keep generating after an end-of-text token");
+  cmd->add_option("--typical", f->gen.sampling.typical_p, "locally typical sampling (1.0: off)")->capture_default_str();
+  cmd->add_option("--repeat-penalty", f->gen.sampling.repeat_penalty, "penalize repeated tokens (1.0: off)")->capture_default_str();
+  cmd->add_option("--repeat-last-n", f->gen.sampling.repeat_last_n, "tokens the penalties look back over (-1: all)")->capture_default_str();
+  cmd->add_option("--presence-penalty", f->gen.sampling.presence_penalty, "presence penalty (0.0: off)")->capture_default_str();
+  cmd->add_option("--frequency-penalty", f->gen.sampling.frequency_penalty, "frequency penalty (0.0: off)")->capture_default_str();
+  cmd->add_option("-l,--logit-bias", f->logit_bias, "TOKEN_ID(+|-)BIAS, e.g. 15043+1 or 2-inf (repeatable)");
+  cmd->add_option("-r,--reverse-prompt,--stop", f->gen.stop, "stop when this text is generated (repeatable)");
+  cmd->add_flag("--ignore-eos", f->gen.ignore_eos, "never end at an end-of-text token");
   cmd->add_flag("-v,--verbose", f->verbose, "print model and timing details to stderr");
   cmd->footer("Without -m, the embedded default model is used (" + default_model_description() + ").");
 
@@ -43,6 +52,19 @@ Command add_run_command(CLI::App& app) {
             if (!f->prompt_file.empty()) prompt = read_file(f->prompt_file);
             if (prompt.empty()) throw Error(ErrorCode::InvalidArgument, "no prompt given (use -p TEXT or -f FILE)");
             f->gen.max_tokens = f->n_predict;
+            for (const std::string& lb : f->logit_bias) {
+              // llama.cpp's form: TOKEN followed by a signed bias ("15043+1", "15043-1", "2-inf").
+              const size_t sign = lb.find_first_of("+-", 1);
+              int32_t id = 0;
+              try {
+                if (sign == std::string::npos) throw std::invalid_argument("no sign");
+                id = std::stoi(lb.substr(0, sign));
+                const std::string v = lb.substr(sign);
+                f->gen.sampling.logit_bias[id] = (v == "-inf" ? -INFINITY : v == "+inf" ? INFINITY : std::stof(v));
+              } catch (const std::exception&) {
+                throw Error(ErrorCode::InvalidArgument, "bad --logit-bias '" + lb + "' (expected TOKEN_ID+BIAS or TOKEN_ID-BIAS)");
+              }
+            }
 
             using clock = std::chrono::steady_clock;
             const auto t0 = clock::now();
@@ -68,7 +90,9 @@ Command add_run_command(CLI::App& app) {
             std::fprintf(stderr, "cera: prompt %zu tokens in %.2f s (%.1f t/s), generated %d tokens in %.2f s (%.1f t/s)%s\n",
                          ids.size(), secs(t1, t2), double(ids.size()) / secs(t1, t2), generated, secs(t2, t3),
                          generated / std::max(1e-9, secs(t2, t3)),
-                         reason == FinishReason::EndOfGeneration ? ", stopped at end of text" : "");
+                         reason == FinishReason::EndOfGeneration ? ", stopped at end of text"
+                         : reason == FinishReason::StopString  ? ", stopped at a stop string"
+                                                                : "");
             (void)t0;
             return 0;
           }};

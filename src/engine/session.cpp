@@ -1,7 +1,9 @@
 #include <algorithm>
+#include <cmath>
 
 #include "engine/engine_impl.h"
 #include "sampling/sampler.h"
+#include "sampling/stop_strings.h"
 
 namespace cera {
 
@@ -132,19 +134,32 @@ FinishReason Session::generate(const GenerateOptions& options, const TokenCallba
   if (impl_->logits.empty())
     throw Error(ErrorCode::InvalidArgument, "generate: append a prompt first");
   Engine::Impl& e = *impl_->engine;
-  Sampler sampler(options.sampling);
+  SamplingParams params = options.sampling;
+  if (options.ignore_eos)
+    for (int32_t t = 0; t < impl_->n_vocab; ++t)
+      if (e.tokenizer->is_eog(t)) params.logit_bias[t] = -INFINITY;
+  Sampler sampler(params);
+  // Penalties look at the conversation so far, as llama.cpp's do (the prompt included).
+  const size_t n_history = params.repeat_last_n < 0 ? impl_->history.size()
+                                                    : std::min(impl_->history.size(), size_t(params.repeat_last_n));
+  for (size_t i = impl_->history.size() - n_history; i < impl_->history.size(); ++i) sampler.accept(impl_->history[i]);
   StreamingDetokenizer detok(*e.tokenizer);
-  // Text still held back (an incomplete UTF-8 tail) is handed over with token -1 at the end.
+  StopStringFilter stops(options.stop);
+  // Text still held back (an incomplete UTF-8 tail, the start of a possible stop string) is handed
+  // over with token -1 at the end.
   auto finish = [&](FinishReason reason) {
-    const std::string rest = detok.flush();
+    std::string rest = stops.stopped() ? std::string() : stops.push(detok.flush()).text;
+    if (!stops.stopped()) rest += stops.flush();
     if (!rest.empty()) on_token(-1, rest);
     return reason;
   };
   for (int32_t n = 0; options.max_tokens < 0 || n < options.max_tokens; ++n) {
     if (impl_->cancel_requested.exchange(false)) return finish(FinishReason::Cancelled);
     const int32_t token = sampler.sample(last_logits());
-    if (!options.ignore_eos && e.tokenizer->is_eog(token)) return finish(FinishReason::EndOfGeneration);
-    if (!on_token(token, detok.push(token))) return finish(FinishReason::Cancelled);
+    if (e.tokenizer->is_eog(token)) return finish(FinishReason::EndOfGeneration);
+    const StopStringFilter::Out out = stops.push(detok.push(token));
+    if (!on_token(token, out.text)) return finish(FinishReason::Cancelled);
+    if (out.stopped) return FinishReason::StopString;
     if (position() + 1 > e.options.n_ctx) return finish(FinishReason::Length);
     const int32_t one[] = {token};
     try {

@@ -166,3 +166,75 @@ TEST(Session, ContextOverflowIsAClearError) {
 
 }  // namespace
 }  // namespace cera
+
+namespace cera {
+namespace {
+
+// A stop string that spans a token boundary ends generation, and no byte of it reaches the stream.
+TEST(Session, StopStringSplitAcrossTokensIsNeverEmitted) {
+  EngineOptions o;
+  o.model_path = test::source_path("models/default.gguf");
+  auto engine = Engine::load(o);
+  GenerateOptions g;
+  g.max_tokens = 24;
+  g.sampling.temperature = 0;
+  g.ignore_eos = true;
+  const auto prompt = engine->tokenize("The wise man", true, false);
+
+  std::vector<std::string> pieces;
+  {
+    auto s = engine->new_session();
+    s->append(prompt);
+    s->generate(g, [&](int32_t token, std::string_view text) {
+      if (token >= 0) pieces.emplace_back(text);
+      return true;
+    });
+  }
+  // Find two consecutive pieces that each have at least 2 bytes; the stop takes the end of one and
+  // the start of the next.
+  size_t k = 1;
+  while (k + 1 < pieces.size() && (pieces[k].size() < 2 || pieces[k + 1].size() < 2)) ++k;
+  ASSERT_LT(k + 1, pieces.size()) << "the continuation has no two multi-byte pieces in a row";
+  const std::string stop = pieces[k].substr(pieces[k].size() - 2) + pieces[k + 1].substr(0, 2);
+  std::string before;
+  for (size_t i = 0; i < k; ++i) before += pieces[i];
+  before += pieces[k].substr(0, pieces[k].size() - 2);
+  ASSERT_EQ(before.find(stop), std::string::npos) << "pick a stop that does not occur earlier";
+
+  g.stop = {stop};
+  auto s = engine->new_session();
+  s->append(prompt);
+  std::string streamed;
+  const FinishReason r = s->generate(g, [&](int32_t, std::string_view text) {
+    streamed += text;
+    return true;
+  });
+  EXPECT_EQ(r, FinishReason::StopString);
+  EXPECT_EQ(streamed, before);
+}
+
+// The same seed gives the same text; sampling parameters reach the sampler.
+TEST(Session, FixedSeedReproducesTheSameText) {
+  EngineOptions o;
+  o.model_path = test::source_path("models/default.gguf");
+  auto engine = Engine::load(o);
+  auto run = [&](uint64_t seed) {
+    GenerateOptions g;
+    g.max_tokens = 20;
+    g.sampling.temperature = 1.0f;
+    g.sampling.seed = seed;
+    auto s = engine->new_session();
+    s->append(engine->tokenize("Once", true, false));
+    std::string text;
+    s->generate(g, [&](int32_t, std::string_view t) {
+      text += t;
+      return true;
+    });
+    return text;
+  };
+  EXPECT_EQ(run(7), run(7));
+  EXPECT_NE(run(7), run(8));
+}
+
+}  // namespace
+}  // namespace cera
