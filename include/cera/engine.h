@@ -52,6 +52,9 @@ struct GenerateOptions {
   // Generation stops when the text contains one of these; the stop itself (and anything after it)
   // is never passed to the callback, also when it arrives split across several tokens.
   std::vector<std::string> stop;
+  // A GBNF grammar (llama.cpp's dialect) the output must follow; empty: unconstrained. For JSON,
+  // pass json_grammar_gbnf() or json_schema_to_gbnf(schema) (cera/structured_output.h).
+  std::string grammar;
 };
 
 // Called for every generated token with its id and the text it completes (possibly empty while a

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/common_flags.h"
 #include "cli/default_model.h"
+#include "cera/structured_output.h"
 
 namespace cera::cli {
 
@@ -19,6 +20,8 @@ struct RunFlags {
   int32_t n_predict = 128;
   GenerateOptions gen;
   std::vector<std::string> logit_bias;
+  std::string grammar, grammar_file, json_schema, json_schema_file;
+  bool json = false;
   bool verbose = false;
 };
 }  // namespace
@@ -43,6 +46,14 @@ Command add_run_command(CLI::App& app) {
   cmd->add_option("-l,--logit-bias", f->logit_bias, "TOKEN_ID(+|-)BIAS, e.g. 15043+1 or 2-inf (repeatable)");
   cmd->add_option("-r,--reverse-prompt,--stop", f->gen.stop, "stop when this text is generated (repeatable)");
   cmd->add_flag("--ignore-eos", f->gen.ignore_eos, "never end at an end-of-text token");
+  auto* g1 = cmd->add_option("--grammar", f->grammar, "constrain the output with a GBNF grammar (llama.cpp dialect)");
+  auto* g2 = cmd->add_option("--grammar-file", f->grammar_file, "read the GBNF grammar from a file");
+  auto* g3 = cmd->add_flag("--json", f->json, "the output is one JSON value");
+  auto* g4 = cmd->add_option("-j,--json-schema", f->json_schema, "the output is JSON following this schema (see docs/STRUCTURED_OUTPUT.md)");
+  auto* g5 = cmd->add_option("--json-schema-file", f->json_schema_file, "read the JSON schema from a file");
+  for (auto* a : {g1, g2, g3, g4, g5})
+    for (auto* b : {g1, g2, g3, g4, g5})
+      if (a != b) a->excludes(b);
   cmd->add_flag("-v,--verbose", f->verbose, "print model and timing details to stderr");
   cmd->footer("Without -m, the embedded default model is used (" + default_model_description() + ").");
 
@@ -52,6 +63,11 @@ Command add_run_command(CLI::App& app) {
             if (!f->prompt_file.empty()) prompt = read_file(f->prompt_file);
             if (prompt.empty()) throw Error(ErrorCode::InvalidArgument, "no prompt given (use -p TEXT or -f FILE)");
             f->gen.max_tokens = f->n_predict;
+            if (!f->grammar_file.empty()) f->grammar = read_file(f->grammar_file);
+            if (!f->json_schema_file.empty()) f->json_schema = read_file(f->json_schema_file);
+            if (!f->grammar.empty()) validate_grammar(f->grammar), f->gen.grammar = f->grammar;
+            if (f->json) f->gen.grammar = json_grammar_gbnf();
+            if (!f->json_schema.empty()) f->gen.grammar = json_schema_grammar_gbnf(f->json_schema);
             for (const std::string& lb : f->logit_bias) {
               // llama.cpp's form: TOKEN followed by a signed bias ("15043+1", "15043-1", "2-inf").
               const size_t sign = lb.find_first_of("+-", 1);

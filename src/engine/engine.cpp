@@ -91,6 +91,20 @@ std::string Engine::detokenize(std::span<const int32_t> tokens) const {
 
 bool Engine::is_end_of_generation(int32_t token) const { return impl_->tokenizer->is_eog(token); }
 
+const std::shared_ptr<const GrammarVocab>& Engine::Impl::get_grammar_vocab() {
+  if (!grammar_vocab) {
+    // Each token's bytes and the end-of-generation set, once: the matcher's trie is built from them.
+    std::vector<std::string> pieces(size_t(info.n_vocab));
+    std::vector<int32_t> eog;
+    for (int32_t id = 0; id < info.n_vocab; ++id) {
+      if (tokenizer->is_eog(id)) eog.push_back(id);
+      else if (!tokenizer->is_control(id)) pieces[size_t(id)] = tokenizer->token_to_piece(id);
+    }
+    grammar_vocab = std::make_shared<const GrammarVocab>(std::move(pieces), std::move(eog));
+  }
+  return grammar_vocab;
+}
+
 void Engine::Impl::reserve_evicting(int32_t seq_id, int32_t n_tokens) {
   for (;;) {
     try {

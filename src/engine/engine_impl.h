@@ -11,6 +11,7 @@
 #include "format/gguf.h"
 #include "model/model.h"
 #include "runtime/prefix_cache.h"
+#include "sampling/grammar/matcher.h"
 #include "runtime/sequence_store.h"
 #include "tokenizer/tokenizer.h"
 
@@ -26,6 +27,8 @@ struct Engine::Impl {
   std::unique_ptr<runtime::SequenceStore> sequences;
   std::unique_ptr<runtime::PrefixCache> prefix_cache;  // null when off
   int32_t checkpoint_slot_base = 0;  // backend conv slot of checkpoint 0 (after the sequence slots)
+  std::shared_ptr<const GrammarVocab> grammar_vocab;  // built on first constrained generation
+  const std::shared_ptr<const GrammarVocab>& get_grammar_vocab();
 
   // One forward step over several sequences: seq_ids[i] gets tokens[i] (appended at its position).
   // Returns the logits of the requested outputs, [n_outputs, n_vocab] on the host.

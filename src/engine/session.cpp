@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "engine/engine_impl.h"
 #include "sampling/sampler.h"
@@ -145,6 +146,10 @@ FinishReason Session::generate(const GenerateOptions& options, const TokenCallba
   for (size_t i = impl_->history.size() - n_history; i < impl_->history.size(); ++i) sampler.accept(impl_->history[i]);
   StreamingDetokenizer detok(*e.tokenizer);
   StopStringFilter stops(options.stop);
+  std::optional<GrammarMatcher> grammar;
+  if (!options.grammar.empty())
+    grammar.emplace(std::make_shared<const Grammar>(Grammar::parse(options.grammar)), e.get_grammar_vocab());
+  std::vector<float> masked;
   // Text still held back (an incomplete UTF-8 tail, the start of a possible stop string) is handed
   // over with token -1 at the end.
   auto finish = [&](FinishReason reason) {
@@ -155,7 +160,16 @@ FinishReason Session::generate(const GenerateOptions& options, const TokenCallba
   };
   for (int32_t n = 0; options.max_tokens < 0 || n < options.max_tokens; ++n) {
     if (impl_->cancel_requested.exchange(false)) return finish(FinishReason::Cancelled);
-    const int32_t token = sampler.sample(last_logits());
+    int32_t token;
+    if (grammar) {
+      if (grammar->is_exhausted()) return finish(FinishReason::EndOfGeneration);  // nothing may follow
+      masked.assign(last_logits().begin(), last_logits().end());
+      grammar->mask(masked);
+      token = sampler.sample(masked);
+      grammar->accept_token(token);
+    } else {
+      token = sampler.sample(last_logits());
+    }
     if (e.tokenizer->is_eog(token)) return finish(FinishReason::EndOfGeneration);
     const StopStringFilter::Out out = stops.push(detok.push(token));
     if (!on_token(token, out.text)) return finish(FinishReason::Cancelled);

@@ -238,3 +238,44 @@ TEST(Session, FixedSeedReproducesTheSameText) {
 
 }  // namespace
 }  // namespace cera
+
+#include "cera/structured_output.h"
+#include <nlohmann/json.hpp>
+
+namespace cera {
+namespace {
+
+// With a JSON schema, every sampled generation of the real default model is valid JSON of that shape.
+TEST(Session, JsonSchemaConstrainsGeneration) {
+  EngineOptions o;
+  o.model_path = test::source_path("models/default.gguf");
+  auto engine = Engine::load(o);
+  GenerateOptions g;
+  g.max_tokens = 200;
+  g.sampling.temperature = 1.0f;
+  g.grammar = json_schema_grammar_gbnf(
+      R"({"type":"object","properties":{"answer":{"enum":["yes","no"]},"sure":{"type":"boolean"}},"required":["answer","sure"]})");
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    g.sampling.seed = seed;
+    auto s = engine->new_session();
+    s->append(engine->tokenize("Answer in JSON:", true, false));
+    std::string text;
+    const FinishReason r = s->generate(g, [&](int32_t, std::string_view t) {
+      text += t;
+      return true;
+    });
+    EXPECT_EQ(r, FinishReason::EndOfGeneration) << "seed " << seed << ": " << text;
+    nlohmann::json j;
+    ASSERT_NO_THROW(j = nlohmann::json::parse(text)) << "seed " << seed << ": " << text;
+    EXPECT_TRUE(j.at("answer") == "yes" || j.at("answer") == "no") << text;
+    EXPECT_TRUE(j.at("sure").is_boolean()) << text;
+  }
+}
+
+TEST(Session, BadGrammarIsAClearError) {
+  EXPECT_THROW(validate_grammar("root ::= undefined-rule"), Error);
+  EXPECT_THROW(json_schema_grammar_gbnf(R"({"type":"string","pattern":"a+"})"), Error);
+}
+
+}  // namespace
+}  // namespace cera
