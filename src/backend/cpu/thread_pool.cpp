@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -19,13 +20,20 @@ inline void cpu_relax() {
 // How long an idle thread spins before it sleeps. Long enough to bridge the single-threaded gaps
 // between the ops of a step (norms, adds: a few µs), short enough that an idle engine, or an
 // overloaded machine, doesn't burn a core.
-constexpr auto kSpin = std::chrono::microseconds(200);
+// CERA_CPU_SPIN_US overrides it (for measuring; 0 = sleep at once).
+std::chrono::microseconds spin_time() {
+  static const std::chrono::microseconds t = [] {
+    const char* env = std::getenv("CERA_CPU_SPIN_US");
+    return std::chrono::microseconds(env && *env ? std::atoi(env) : 200);
+  }();
+  return t;
+}
 constexpr uint32_t kClosed = 1u << 31;
 
-// Spins until pred() or kSpin has passed; true if pred() held.
+// Spins until pred() or spin_time() has passed; true if pred() held.
 template <class Pred>
 bool spin_until(Pred pred) {
-  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  const auto deadline = std::chrono::steady_clock::now() + spin_time();
   for (;;) {
     for (int i = 0; i < 64; ++i) {
       if (pred()) return true;
