@@ -147,3 +147,44 @@ TEST(Cli, BenchPrintsLlamaBenchRows) {
 
 }  // namespace
 }  // namespace cera
+
+namespace cera {
+namespace {
+
+// `cera tokenize -m DIR` on a folder holding only tokenizer.json + tokenizer_config.json.
+TEST(Cli, TokenizeATokenizerOnlyFolder) {
+  for (const char* name : {"llama3", "qwen3"}) {
+    const std::string dir = test::fixture_path(std::string("tokenizers/") + name);
+    const auto cases = nlohmann::json::parse(test::read_text_file(dir + "/cases.json"))["cases"];
+    const std::string strings_path = ::testing::TempDir() + "/tok_strings.json";
+    nlohmann::json strings = nlohmann::json::array();
+    for (const auto& c : cases) strings.push_back(c["text"]);
+    std::ofstream(strings_path) << strings.dump();
+    // HF tokenizers always match added tokens in text: that is --parse-special.
+    const Result r = run_cera("tokenize -m " + dir + " --parse-special --json-input " + strings_path);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto ids = nlohmann::json::parse(r.out);
+    ASSERT_EQ(ids.size(), cases.size());
+    for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(ids[i], cases[i]["ids"]) << name << ": " << cases[i]["text"];
+  }
+}
+
+// The documented path from a Hugging Face folder to a benchmarkable quantized GGUF.
+TEST(Cli, ConvertThenQuantizeAHuggingFaceFolder) {
+  const std::string bf16 = ::testing::TempDir() + "/converted-bf16.gguf";
+  const std::string q4 = ::testing::TempDir() + "/converted-q4_0.gguf";
+  Result r = run_cera("convert " + test::fixture_path("models/lfm2-tiny/hf") + " -o " + bf16);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(test::read_text_file(bf16), test::read_text_file(test::fixture_gguf("lfm2-tiny", "BF16")))
+      << "the converted file is byte-identical to llama.cpp's";
+  r = run_cera("quantize " + bf16 + " " + q4 + " Q4_0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_cera("run -m " + q4 + " -p 'The capital of France is' -n 4 --temp 0");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = run_cera("quantize " + bf16 + " /tmp/never.gguf Q9_X");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("Q9_X"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace cera
