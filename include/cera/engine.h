@@ -27,6 +27,8 @@ struct EngineOptions {
   // Tokens between conv-state checkpoints (a multiple of 32). Prefill runs in chunks ending at
   // these positions, so a hybrid model (LFM2) can resume from any multiple of it.
   int32_t checkpoint_interval = 128;
+  // Sessions also keep the final-norm hidden states of their output rows (Session::embeddings()).
+  bool embeddings = false;
 };
 
 struct ModelInfo {
@@ -55,6 +57,8 @@ struct GenerateOptions {
   // A GBNF grammar (llama.cpp's dialect) the output must follow; empty: unconstrained. For JSON,
   // pass json_grammar_gbnf() or json_schema_to_gbnf(schema) (cera/structured_output.h).
   std::string grammar;
+  // Pass the text of special tokens (e.g. <|tool_call_start|>) to the callback; normally dropped.
+  bool render_special = false;
 };
 
 // Called for every generated token with its id and the text it completes (possibly empty while a
@@ -74,6 +78,9 @@ class Session {
   // Logits of the tokens fed by the last append: [n, n_vocab] row-major (n = 1 unless all_logits).
   std::span<const float> logits() const;
   std::span<const float> last_logits() const;
+  // With EngineOptions::embeddings: the final-norm hidden states (the LM head's input) of the same
+  // rows as logits(), [n, n_embd]; empty otherwise.
+  std::span<const float> embeddings() const;
   int32_t position() const;  // tokens processed so far
   void reset();              // back to an empty sequence
   // An independent copy of this session (same tokens, same state). KV blocks are shared until

@@ -118,7 +118,7 @@ void Engine::Impl::reserve_evicting(int32_t seq_id, int32_t n_tokens) {
   }
 }
 
-void Engine::Impl::step(std::span<const SeqInput> inputs, std::vector<float>& logits_out) {
+void Engine::Impl::step(std::span<const SeqInput> inputs, std::vector<float>& logits_out, std::vector<float>* hidden_out) {
   std::vector<int32_t> tokens, positions, output_rows;
   std::vector<StepSequence> seqs;
   for (const SeqInput& in : inputs) {
@@ -149,6 +149,11 @@ void Engine::Impl::step(std::span<const SeqInput> inputs, std::vector<float>& lo
   Tensor logits = model->forward(int32_t(tokens.size()), int32_t(output_rows.size()));
   logits_out.resize(size_t(logits.rows * logits.cols));
   backend->read(logits, logits_out.data());
+  if (hidden_out) {
+    const Tensor& h = model->output_hidden();
+    hidden_out->resize(size_t(h.rows * h.cols));
+    backend->read(h, hidden_out->data());
+  }
   for (const SeqInput& in : inputs) sequences->get(in.seq_id).n_past += int32_t(in.tokens.size());
 }
 

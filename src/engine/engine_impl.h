@@ -37,7 +37,8 @@ struct Engine::Impl {
     std::span<const int32_t> tokens;
     bool all_logits;  // else only the last token's
   };
-  void step(std::span<const SeqInput> inputs, std::vector<float>& logits_out);
+  // With hidden_out, also the output rows' final-norm hidden states, [n_outputs, n_embd].
+  void step(std::span<const SeqInput> inputs, std::vector<float>& logits_out, std::vector<float>* hidden_out = nullptr);
   // Reserves KV blocks for a sequence, evicting prefix-cache entries if the pool is short.
   void reserve_evicting(int32_t seq_id, int32_t n_tokens);
 };

@@ -14,6 +14,7 @@ struct Session::Impl {
   int32_t n_vocab;
   std::vector<int32_t> history;  // every token in the sequence (the prefix cache is keyed by it)
   std::vector<float> logits;     // of the last append: [n, n_vocab]
+  std::vector<float> embeddings; // of the same rows, [n, n_embd], when the engine keeps them
   int32_t reused = 0;
   std::atomic<bool> cancel_requested{false};
 
@@ -73,12 +74,14 @@ void Session::append(std::span<const int32_t> tokens, bool all_logits) {
   Engine::Impl& e = *impl_->engine;
   impl_->reused = 0;
   impl_->logits.clear();
+  impl_->embeddings.clear();
   if (!all_logits) tokens = impl_->resume_from_cache(tokens);
 
   // Chunks end at multiples of the checkpoint interval (when the cache is on), so the same tokens
   // are always evaluated in the same chunks: a resumed prompt gives bit-identical results.
   const int32_t interval = e.prefix_cache ? e.options.checkpoint_interval : 0;
-  std::vector<float> part;
+  std::vector<float> part, hidden;
+  std::vector<float>* hidden_out = e.options.embeddings ? &hidden : nullptr;
   size_t done = 0;
   while (done < tokens.size()) {
     impl_->throw_if_cancelled();
@@ -88,9 +91,12 @@ void Session::append(std::span<const int32_t> tokens, bool all_logits) {
     const auto piece = tokens.subspan(done, n);
     const bool last = done + n == tokens.size();
     Engine::Impl::SeqInput in{impl_->seq_id, piece, all_logits};
-    e.step({&in, 1}, part);
+    e.step({&in, 1}, part, hidden_out);
     impl_->history.insert(impl_->history.end(), piece.begin(), piece.end());
-    if (all_logits || last) impl_->logits.insert(impl_->logits.end(), part.begin(), part.end());
+    if (all_logits || last) {
+      impl_->logits.insert(impl_->logits.end(), part.begin(), part.end());
+      if (hidden_out) impl_->embeddings.insert(impl_->embeddings.end(), hidden.begin(), hidden.end());
+    }
     impl_->publish_to_cache();
     done += n;
   }
@@ -102,6 +108,8 @@ std::span<const float> Session::last_logits() const {
   if (impl_->logits.empty()) return {};
   return std::span<const float>(impl_->logits).last(size_t(impl_->n_vocab));
 }
+
+std::span<const float> Session::embeddings() const { return impl_->embeddings; }
 
 int32_t Session::position() const { return impl_->engine->sequences->get(impl_->seq_id).n_past; }
 
@@ -115,6 +123,7 @@ void Session::reset() {
   e.backend->clear_conv_slot(impl_->state().conv_slot);
   impl_->history.clear();
   impl_->logits.clear();
+  impl_->embeddings.clear();
   impl_->reused = 0;
 }
 
@@ -128,6 +137,7 @@ std::unique_ptr<Session> Session::fork() {
   impl->n_vocab = impl_->n_vocab;
   impl->history = impl_->history;
   impl->logits = impl_->logits;
+  impl->embeddings = impl_->embeddings;
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
 
@@ -144,7 +154,7 @@ FinishReason Session::generate(const GenerateOptions& options, const TokenCallba
   const size_t n_history = params.repeat_last_n < 0 ? impl_->history.size()
                                                     : std::min(impl_->history.size(), size_t(params.repeat_last_n));
   for (size_t i = impl_->history.size() - n_history; i < impl_->history.size(); ++i) sampler.accept(impl_->history[i]);
-  StreamingDetokenizer detok(*e.tokenizer);
+  StreamingDetokenizer detok(*e.tokenizer, options.render_special);
   StopStringFilter stops(options.stop);
   std::optional<GrammarMatcher> grammar;
   if (!options.grammar.empty())

@@ -42,12 +42,16 @@ class Model {
   // Runs the step whose inputs were handed to backend().set_step(); returns the logits of the
   // step's output rows, [n_outputs, n_vocab], in backend memory.
   virtual Tensor forward(int32_t n_tokens, int32_t n_outputs) = 0;
+  // The last forward's output rows after the final norm (the LM head's input), [n_outputs, n_embd],
+  // in backend memory: the hidden states embeddings are read from.
+  const Tensor& output_hidden() const { return output_hidden_; }
   Backend& backend() { return backend_; }
 
  protected:
   Model(Backend& backend, int32_t max_batch_tokens) : backend_(backend), max_batch_tokens_(max_batch_tokens) {}
   Backend& backend_;
   int32_t max_batch_tokens_;
+  Tensor output_hidden_;  // set by forward()
 };
 
 // Reads the architecture from the file and builds the model; throws Error(Unsupported) naming an
