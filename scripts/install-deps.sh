@@ -8,6 +8,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev
   libpcre2-dev libutf8proc-dev
   python3 python3-numpy
+  tmux
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/common_flags.h"
@@ -23,6 +24,8 @@ struct RunFlags {
   std::string grammar, grammar_file, json_schema, json_schema_file;
   bool json = false;
   bool verbose = false;
+  bool chat = false;  // -p is one user turn of the model's chat template
+  std::string system, tools_file;
 };
 }  // namespace
 
@@ -33,19 +36,10 @@ Command add_run_command(CLI::App& app) {
   cmd->add_option("-p,--prompt", f->prompt, "prompt text");
   cmd->add_option("-f,--file", f->prompt_file, "read the prompt from a file");
   cmd->add_option("-n,--n-predict", f->n_predict, "tokens to generate (-1: until end of text)")->capture_default_str();
-  cmd->add_option("--temp", f->gen.sampling.temperature, "temperature (0: greedy)")->capture_default_str();
-  cmd->add_option("--top-k", f->gen.sampling.top_k, "top-k sampling (0: off)")->capture_default_str();
-  cmd->add_option("--top-p", f->gen.sampling.top_p, "top-p sampling (1.0: off)")->capture_default_str();
-  cmd->add_option("--min-p", f->gen.sampling.min_p, "min-p sampling (0.0: off)")->capture_default_str();
-  cmd->add_option("-s,--seed", f->gen.sampling.seed, "random seed (default: random)");
-  cmd->add_option("--typical", f->gen.sampling.typical_p, "locally typical sampling (1.0: off)")->capture_default_str();
-  cmd->add_option("--repeat-penalty", f->gen.sampling.repeat_penalty, "penalize repeated tokens (1.0: off)")->capture_default_str();
-  cmd->add_option("--repeat-last-n", f->gen.sampling.repeat_last_n, "tokens the penalties look back over (-1: all)")->capture_default_str();
-  cmd->add_option("--presence-penalty", f->gen.sampling.presence_penalty, "presence penalty (0.0: off)")->capture_default_str();
-  cmd->add_option("--frequency-penalty", f->gen.sampling.frequency_penalty, "frequency penalty (0.0: off)")->capture_default_str();
-  cmd->add_option("-l,--logit-bias", f->logit_bias, "TOKEN_ID(+|-)BIAS, e.g. 15043+1 or 2-inf (repeatable)");
-  cmd->add_option("-r,--reverse-prompt,--stop", f->gen.stop, "stop when this text is generated (repeatable)");
-  cmd->add_flag("--ignore-eos", f->gen.ignore_eos, "never end at an end-of-text token");
+  add_sampling_flags(*cmd, f->gen, f->logit_bias);
+  cmd->add_flag("--chat", f->chat, "apply the model's chat template to the prompt (one user turn)");
+  cmd->add_option("--system", f->system, "system prompt (implies --chat)");
+  cmd->add_option("--tools", f->tools_file, "a JSON array of tools for the template (implies --chat); calls print as [tool_call] JSON lines");
   auto* g1 = cmd->add_option("--grammar", f->grammar, "constrain the output with a GBNF grammar (llama.cpp dialect)");
   auto* g2 = cmd->add_option("--grammar-file", f->grammar_file, "read the GBNF grammar from a file");
   auto* g3 = cmd->add_flag("--json", f->json, "the output is one JSON value");
@@ -68,19 +62,7 @@ Command add_run_command(CLI::App& app) {
             if (!f->grammar.empty()) validate_grammar(f->grammar), f->gen.grammar = f->grammar;
             if (f->json) f->gen.grammar = json_grammar_gbnf();
             if (!f->json_schema.empty()) f->gen.grammar = json_schema_grammar_gbnf(f->json_schema);
-            for (const std::string& lb : f->logit_bias) {
-              // llama.cpp's form: TOKEN followed by a signed bias ("15043+1", "15043-1", "2-inf").
-              const size_t sign = lb.find_first_of("+-", 1);
-              int32_t id = 0;
-              try {
-                if (sign == std::string::npos) throw std::invalid_argument("no sign");
-                id = std::stoi(lb.substr(0, sign));
-                const std::string v = lb.substr(sign);
-                f->gen.sampling.logit_bias[id] = (v == "-inf" ? -INFINITY : v == "+inf" ? INFINITY : std::stof(v));
-              } catch (const std::exception&) {
-                throw Error(ErrorCode::InvalidArgument, "bad --logit-bias '" + lb + "' (expected TOKEN_ID+BIAS or TOKEN_ID-BIAS)");
-              }
-            }
+            apply_logit_bias(f->logit_bias, f->gen.sampling);
 
             using clock = std::chrono::steady_clock;
             const auto t0 = clock::now();
@@ -88,7 +70,22 @@ Command add_run_command(CLI::App& app) {
             if (f->verbose)
               std::fprintf(stderr, "cera: %s (%s, %d layers) on %s\n", engine->info().name.c_str(),
                            engine->info().arch.c_str(), engine->info().n_layer, engine->info().backend.c_str());
-            const std::vector<int32_t> ids = engine->tokenize(prompt, /*add_special=*/true, /*parse_special=*/false);
+            const bool chat = f->chat || !f->system.empty() || !f->tools_file.empty();
+            const nlohmann::ordered_json tools = load_tools_file(f->tools_file);
+            std::optional<ToolCallPrinter> printer;
+            std::vector<int32_t> ids;
+            if (chat) {
+              const ModelTemplate mt = load_model_template(f->model.engine.model_path);
+              if (mt.source.empty()) throw Error(ErrorCode::NotFound, "the model has no chat template (drop --chat)");
+              nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+              if (!f->system.empty()) messages.push_back({{"role", "system"}, {"content", f->system}});
+              messages.push_back({{"role", "user"}, {"content", prompt}});
+              // The rendering carries its own BOS and special tokens.
+              ids = engine->tokenize(render_chat(mt, messages, tools), /*add_special=*/false, /*parse_special=*/true);
+              if (!tools.is_null()) printer.emplace(mt.source), f->gen.render_special = true;
+            } else {
+              ids = engine->tokenize(prompt, /*add_special=*/true, /*parse_special=*/false);
+            }
             auto session = engine->new_session();
             const auto t1 = clock::now();
             session->append(ids);
@@ -96,10 +93,12 @@ Command add_run_command(CLI::App& app) {
             int32_t generated = 0;
             const FinishReason reason = session->generate(f->gen, [&](int32_t token, std::string_view text) {
               if (token >= 0) ++generated;
+              if (printer) return printer->push(text), true;
               std::fwrite(text.data(), 1, text.size(), stdout);
               std::fflush(stdout);
               return true;
             });
+            if (printer) printer->finish();
             std::fputc('\n', stdout);
             const auto t3 = clock::now();
             auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };

@@ -21,5 +21,7 @@ Command add_template_command(CLI::App& app);
 Command add_quantize_command(CLI::App& app);
 Command add_convert_command(CLI::App& app);
 Command add_perplexity_command(CLI::App& app);
+Command add_chat_command(CLI::App& app);
+Command add_embed_command(CLI::App& app);
 
 }  // namespace cera::cli

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
       cera::cli::add_bench_command(app),    cera::cli::add_quantize_command(app),
       cera::cli::add_template_command(app),  cera::cli::add_convert_command(app),
       cera::cli::add_perplexity_command(app),
+      cera::cli::add_chat_command(app),      cera::cli::add_embed_command(app),
   };
 
   try {
