@@ -1,5 +1,5 @@
-// Run-time ISA detection: cpuid feature bits plus the OS's XCR0 state (the OS must save the wider
-// registers, or the instructions fault even when cpuid lists them).
+// Run-time ISA detection: on x86, cpuid feature bits plus the OS's XCR0 state (the OS must save the
+// wider registers, or the instructions fault even when cpuid lists them); on AArch64, always Neon.
 #include <cstdlib>
 #include <string>
 
@@ -36,6 +36,8 @@ Isa detect() {
   if (f && dq && bw && vl && vnni && zmm_state) return Isa::Avx512;
   return Isa::Avx2;
 }
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+Isa detect() { return Isa::Neon; }  // Advanced SIMD is mandatory on AArch64
 #else
 Isa detect() { return Isa::Scalar; }
 #endif
@@ -45,14 +47,19 @@ Isa compute_active() {
   const char* env = std::getenv("CERA_CPU_ISA");
   if (env == nullptr || *env == '\0') return hw;
   const std::string v(env);
+  if (v == "scalar") return Isa::Scalar;
+#if defined(__aarch64__)
+  if (v == "neon") return hw;
+  throw Error(ErrorCode::InvalidArgument, "CERA_CPU_ISA=" + v + " is not one of scalar, neon");
+#else
   Isa cap;
-  if (v == "scalar") cap = Isa::Scalar;
-  else if (v == "avx2") cap = Isa::Avx2;
+  if (v == "avx2") cap = Isa::Avx2;
   else if (v == "avx512") cap = Isa::Avx512;
   else
     throw Error(ErrorCode::InvalidArgument,
                 "CERA_CPU_ISA=" + v + " is not one of scalar, avx2, avx512");
   return int(cap) < int(hw) ? cap : hw;
+#endif
 }
 
 }  // namespace
@@ -62,6 +69,7 @@ std::string_view isa_name(Isa isa) {
     case Isa::Scalar: return "scalar";
     case Isa::Avx2: return "avx2";
     case Isa::Avx512: return "avx512";
+    case Isa::Neon: return "neon";
   }
   return "?";
 }

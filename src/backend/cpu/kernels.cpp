@@ -21,12 +21,14 @@ struct Table {
 };
 
 struct Registry {
-  Table by_isa[3];
+  static constexpr int kLevels = int(Isa::Neon) + 1;
+  Table by_isa[kLevels];
   Registry() {
     by_isa[0].count = detail::scalar_kernels(by_isa[0].sets, kCap);
     by_isa[1].count = detail::avx2_kernels(by_isa[1].sets, kCap);
     by_isa[2].count = detail::avx512_kernels(by_isa[2].sets, kCap);
-    for (int level = 1; level < 3; ++level) {
+    by_isa[3].count = detail::neon_kernels(by_isa[3].sets, kCap);  // empty off AArch64
+    for (int level = 1; level < kLevels; ++level) {
       for (int i = 0; i < by_isa[level].count; ++i) {
         MatmulKernels& k = by_isa[level].sets[i];
         const MatmulKernels* ref = by_isa[0].find(k.weight_type);
@@ -48,7 +50,8 @@ const Registry& registry() {
 bool has_matmul_kernels(GgmlType weight_type) { return registry().by_isa[0].find(weight_type) != nullptr; }
 
 const MatmulKernels& matmul_kernels(GgmlType weight_type, Isa isa) {
-  // Never hand out kernels the CPU cannot run, whatever the caller asked for.
+  // Never hand out kernels the CPU cannot run, whatever the caller asked for. (Tables of the other
+  // architecture are empty, so walking down through them ends at scalar.)
   int level = int(isa) < int(detected_isa()) ? int(isa) : int(detected_isa());
   for (; level >= 0; --level)
     if (const MatmulKernels* k = registry().by_isa[level].find(weight_type)) return *k;

@@ -14,10 +14,13 @@
 
 namespace cera::cpu {
 
-enum class Isa { Scalar, Avx2, Avx512 };
+// Neon (AArch64) is last only so the registry can index it; its order against the x86 ISAs means
+// nothing (each architecture's kernel tables are empty on the other).
+enum class Isa { Scalar, Avx2, Avx512, Neon };
 std::string_view isa_name(Isa isa);
-Isa detected_isa();  // the best this CPU supports (cpuid + OS xsave state)
-// The ISA kernels use: detected_isa(), capped by env CERA_CPU_ISA=scalar|avx2|avx512 if set.
+Isa detected_isa();  // the best this CPU supports (x86: cpuid + OS xsave state; AArch64: Neon)
+// The ISA kernels use: detected_isa(), capped by env CERA_CPU_ISA=scalar|avx2|avx512 (x86) or
+// scalar|neon (AArch64) if set.
 Isa active_isa();
 
 struct MatmulKernels {

@@ -11,5 +11,6 @@ namespace cera::cpu::detail {
 int scalar_kernels(MatmulKernels* out, int cap);
 int avx2_kernels(MatmulKernels* out, int cap);
 int avx512_kernels(MatmulKernels* out, int cap);
+int neon_kernels(MatmulKernels* out, int cap);
 
 }  // namespace cera::cpu::detail
