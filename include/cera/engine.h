@@ -57,6 +57,11 @@ struct GenerateOptions {
   // A GBNF grammar (llama.cpp's dialect) the output must follow; empty: unconstrained. For JSON,
   // pass json_grammar_gbnf() or json_schema_to_gbnf(schema) (cera/structured_output.h).
   std::string grammar;
+  // When the context is full: false ends with FinishReason::Length; true shifts the context as
+  // llama.cpp does — keeps the first n_keep tokens, drops half of the rest (RoPE-correct: the kept
+  // keys are re-rotated for their new positions) and goes on.
+  bool context_shift = false;
+  int32_t n_keep = 0;
   // Pass the text of special tokens (e.g. <|tool_call_start|>) to the callback; normally dropped.
   bool render_special = false;
 };

@@ -137,6 +137,11 @@ class Backend {
   // out [T, D] = C ⊙ conv(B ⊙ X) with conv layer `conv_layer`'s per-sequence state, updated.
   // w: [D, L] F32 kernel.
   virtual void short_conv(int32_t conv_layer, const Tensor& bcx, const Tensor& w, Tensor out) = 0;
+  // Context shift: moves the K/V of positions [first, first + count) of the sequence whose block
+  // table is `blocks` to positions [first - delta, ...) of the same table, re-rotating K by RoPE of
+  // -delta so it is exactly what RoPE at the new position would give (V moves unchanged).
+  virtual void shift_kv(int32_t kv_layer, std::span<const int32_t> blocks, int32_t first, int32_t count,
+                        int32_t delta, const AttentionParams& attn, const RopeParams* rope) = 0;
   // out[i] = x[output_rows[i]]: picks the rows whose logits are wanted.
   virtual void gather_output_rows(const Tensor& x, Tensor out) = 0;
 };

@@ -10,20 +10,39 @@ namespace cera {
 
 struct Session::Impl {
   Engine::Impl* engine;
-  int32_t seq_id;
+  int32_t seq_id = -1;  // -1 until a sequence slot is held
   int32_t n_vocab;
   std::vector<int32_t> history;  // every token in the sequence (the prefix cache is keyed by it)
   std::vector<float> logits;     // of the last append: [n, n_vocab]
   std::vector<float> embeddings; // of the same rows, [n, n_embd], when the engine keeps them
   int32_t reused = 0;
+  bool shifted = false;  // after a context shift the state no longer matches a plain prefix
   std::atomic<bool> cancel_requested{false};
 
-  ~Impl() { engine->sequences->release(seq_id); }
+  ~Impl() {
+    if (seq_id >= 0) engine->sequences->release(seq_id);
+  }
 
   runtime::SequenceState& state() { return engine->sequences->get(seq_id); }
 
   void throw_if_cancelled() {
     if (cancel_requested.exchange(false)) throw Error(ErrorCode::Cancelled, "cancelled");
+  }
+
+  // Keeps the first n_keep tokens, drops half of the rest, moves the remainder down.
+  void shift_context(int32_t n_keep) {
+    Engine::Impl& e = *engine;
+    runtime::SequenceState& st = state();
+    const int32_t n_past = st.n_past;
+    n_keep = std::clamp(n_keep, 0, n_past - 1);
+    const int32_t n_discard = (n_past - n_keep) / 2;
+    if (n_discard <= 0) throw Error(ErrorCode::OutOfRange, "context shift: nothing left to discard");
+    for (auto [from, to] : e.sequences->make_writable_from(seq_id, size_t(n_keep / e.sequences->config().kv_block_size)))
+      e.backend->copy_kv_block(from, to);
+    e.model->shift_context(st.blocks, n_keep + n_discard, n_past - n_keep - n_discard, n_discard);
+    e.sequences->truncate(seq_id, n_past - n_discard);
+    history.erase(history.begin() + n_keep, history.begin() + n_keep + n_discard);
+    shifted = true;
   }
 
   // A fresh sequence whose prompt starts like a cached one continues from there.
@@ -44,7 +63,7 @@ struct Session::Impl {
   void publish_to_cache() {
     Engine::Impl& e = *engine;
     const int32_t pos = state().n_past;
-    if (!e.prefix_cache || pos % e.options.checkpoint_interval != 0) return;
+    if (!e.prefix_cache || shifted || pos % e.options.checkpoint_interval != 0) return;
     const int32_t n_blocks = pos / e.sequences->config().kv_block_size;
     e.prefix_cache->insert(history, std::span<const int32_t>(state().blocks).first(size_t(n_blocks)));
     if (auto slot = e.prefix_cache->checkpoint_slot_for(history, pos))
@@ -125,6 +144,7 @@ void Session::reset() {
   impl_->logits.clear();
   impl_->embeddings.clear();
   impl_->reused = 0;
+  impl_->shifted = false;
 }
 
 std::unique_ptr<Session> Session::fork() {
@@ -136,6 +156,7 @@ std::unique_ptr<Session> Session::fork() {
   impl->seq_id = child.id;
   impl->n_vocab = impl_->n_vocab;
   impl->history = impl_->history;
+  impl->shifted = impl_->shifted;
   impl->logits = impl_->logits;
   impl->embeddings = impl_->embeddings;
   return std::unique_ptr<Session>(new Session(std::move(impl)));
@@ -184,7 +205,10 @@ FinishReason Session::generate(const GenerateOptions& options, const TokenCallba
     const StopStringFilter::Out out = stops.push(detok.push(token));
     if (!on_token(token, out.text)) return finish(FinishReason::Cancelled);
     if (out.stopped) return FinishReason::StopString;
-    if (position() + 1 > e.options.n_ctx) return finish(FinishReason::Length);
+    if (position() + 1 > e.options.n_ctx) {
+      if (!options.context_shift) return finish(FinishReason::Length);
+      impl_->shift_context(options.n_keep);
+    }
     const int32_t one[] = {token};
     try {
       append(one);

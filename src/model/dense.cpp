@@ -160,6 +160,27 @@ class DenseModel final : public Model {
     return s;
   }
 
+  RopeParams rope_params() const {
+    RopeParams rope;
+    rope.n_rot = cfg_.use_rope ? cfg_.n_rot : 0;  // 0 rotates nothing
+    rope.neox = cfg_.neox_rope;
+    rope.freq_base = hp_.rope_base;
+    rope.freq_scale = cfg_.freq_scale;
+    rope.freq_factors = cfg_.freq_factors.empty() ? nullptr : cfg_.freq_factors.data();
+    return rope;
+  }
+
+  void shift_context(std::span<const int32_t> blocks, int32_t first, int32_t count, int32_t delta) override {
+    const RopeParams rope = rope_params();
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      AttentionParams ap;
+      ap.n_head = hp_.n_head;
+      ap.n_head_kv = hp_.n_head_kv[i];
+      ap.head_dim = hp_.head_dim;
+      backend_.shift_kv(int32_t(i), blocks, first, count, delta, ap, rope.n_rot > 0 ? &rope : nullptr);
+    }
+  }
+
   Tensor forward(int32_t T, int32_t n_out) override {
     Backend& be = backend_;
     const float eps = hp_.norm_eps;
@@ -170,12 +191,7 @@ class DenseModel final : public Model {
     ap.n_head = hp_.n_head;
     ap.head_dim = hp_.head_dim;
     ap.scale = cfg_.attn_scale;
-    RopeParams rope;
-    rope.n_rot = cfg_.use_rope ? cfg_.n_rot : 0;  // 0 rotates nothing
-    rope.neox = cfg_.neox_rope;
-    rope.freq_base = hp_.rope_base;
-    rope.freq_scale = cfg_.freq_scale;
-    rope.freq_factors = cfg_.freq_factors.empty() ? nullptr : cfg_.freq_factors.data();
+    const RopeParams rope = rope_params();
 
     auto add_bias = [&](Tensor y, const std::optional<Tensor>& bias) {
       if (bias) be.add_bias(y, *bias);

@@ -94,6 +94,26 @@ class Lfm2Model final : public Model {
     return s;
   }
 
+  RopeParams rope_params() const {
+    RopeParams rope;
+    rope.n_rot = hp_.head_dim;
+    rope.neox = true;
+    rope.freq_base = hp_.rope_base;
+    return rope;
+  }
+
+  void shift_context(std::span<const int32_t> blocks, int32_t first, int32_t count, int32_t delta) override {
+    const RopeParams rope = rope_params();
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      if (layers_[i].is_conv) continue;
+      AttentionParams ap;
+      ap.n_head = hp_.n_head;
+      ap.n_head_kv = hp_.n_head_kv[i];
+      ap.head_dim = hp_.head_dim;
+      backend_.shift_kv(layers_[i].state_index, blocks, first, count, delta, ap, &rope);
+    }
+  }
+
   Tensor forward(int32_t T, int32_t n_out) override {
     Backend& be = backend_;
     const int64_t D = hp_.n_embd;
@@ -104,10 +124,7 @@ class Lfm2Model final : public Model {
     ap.n_head = hp_.n_head;
     ap.head_dim = hp_.head_dim;
     ap.scale = 1.f / std::sqrt(float(hp_.head_dim));
-    RopeParams rope;
-    rope.n_rot = hp_.head_dim;
-    rope.neox = true;
-    rope.freq_base = hp_.rope_base;
+    const RopeParams rope = rope_params();
 
     be.embed(tok_embd_, x);
     be.rms_norm(x, layers_[0].attn_norm, eps, h);

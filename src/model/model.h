@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,10 @@ class Model {
   // Runs the step whose inputs were handed to backend().set_step(); returns the logits of the
   // step's output rows, [n_outputs, n_vocab], in backend memory.
   virtual Tensor forward(int32_t n_tokens, int32_t n_outputs) = 0;
+  // Context shift: in every attention layer, moves the K/V of positions [first, first + count) of
+  // the sequence with block table `blocks` down by `delta`, with K re-rotated for its new position.
+  // (Conv state holds only the last few inputs, so it is already right after a shift.)
+  virtual void shift_context(std::span<const int32_t> blocks, int32_t first, int32_t count, int32_t delta) = 0;
   // The last forward's output rows after the final norm (the LM head's input), [n_outputs, n_embd],
   // in backend memory: the hidden states embeddings are read from.
   const Tensor& output_hidden() const { return output_hidden_; }

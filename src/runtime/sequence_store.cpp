@@ -79,6 +79,20 @@ std::optional<std::pair<int32_t, int32_t>> SequenceStore::make_tail_writable(int
   return std::make_pair(old_block, *fresh);
 }
 
+std::vector<std::pair<int32_t, int32_t>> SequenceStore::make_writable_from(int32_t id, size_t first_block) {
+  SequenceState& s = get(id);
+  std::vector<std::pair<int32_t, int32_t>> moved;
+  for (size_t i = first_block; i < s.blocks.size(); ++i) {
+    if (allocator_.refcount(s.blocks[i]) == 1) continue;
+    auto fresh = allocator_.allocate();
+    if (!fresh) throw Error(ErrorCode::OutOfRange, "the KV cache is full (raise the context size with -c)");
+    moved.emplace_back(s.blocks[i], *fresh);
+    allocator_.release(s.blocks[i]);
+    s.blocks[i] = *fresh;
+  }
+  return moved;
+}
+
 void SequenceStore::truncate(int32_t id, int32_t n_tokens) {
   SequenceState& s = get(id);
   const size_t keep = size_t((n_tokens + config_.kv_block_size - 1) / config_.kv_block_size);

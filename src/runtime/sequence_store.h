@@ -50,6 +50,9 @@ class SequenceStore {
   // Before appending to `id`: if the block that position n_past falls into is shared with another
   // holder, gives the sequence its own block. Returns {old, new} so the caller copies the contents.
   std::optional<std::pair<int32_t, int32_t>> make_tail_writable(int32_t id);
+  // Gives the sequence its own copy of every shared block from index first_block on (before an
+  // in-place rewrite such as a context shift). Returns the {old, new} pairs to copy.
+  std::vector<std::pair<int32_t, int32_t>> make_writable_from(int32_t id, size_t first_block);
 
   int32_t capacity_tokens() const { return config_.n_kv_blocks * config_.kv_block_size; }
   BlockAllocator& blocks() { return allocator_; }

@@ -2,7 +2,9 @@
 // independent, cancellation stops long work.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <thread>
 
@@ -275,6 +277,69 @@ TEST(Session, JsonSchemaConstrainsGeneration) {
 TEST(Session, BadGrammarIsAClearError) {
   EXPECT_THROW(validate_grammar("root ::= undefined-rule"), Error);
   EXPECT_THROW(json_schema_grammar_gbnf(R"({"type":"string","pattern":"a+"})"), Error);
+}
+
+}  // namespace
+}  // namespace cera
+
+namespace cera {
+namespace {
+
+// With context_shift, generation goes past the context size; without, it stops there.
+TEST(Session, ContextShiftKeepsGenerating) {
+  EngineOptions o;
+  o.model_path = test::source_path("models/default.gguf");
+  o.n_ctx = 64;
+  auto engine = Engine::load(o);
+  GenerateOptions g;
+  g.max_tokens = 150;
+  g.sampling.temperature = 0;
+  g.ignore_eos = true;
+  auto s = engine->new_session();
+  const auto prompt = engine->tokenize("The wise man", true, false);
+  s->append(prompt);
+  int n = 0;
+  EXPECT_EQ(s->generate(g, [&](int32_t t, std::string_view) { n += t >= 0; return true; }), FinishReason::Length);
+  EXPECT_LT(n, 64) << "without a shift the context size ends it";
+  s.reset();  // frees the engine's only sequence slot
+
+  g.context_shift = true;
+  g.n_keep = int32_t(prompt.size());
+  auto shifted = engine->new_session();  // a second live session would be a clear error (one slot)
+  shifted->append(prompt);
+  n = 0;
+  std::string text;
+  EXPECT_EQ(shifted->generate(g, [&](int32_t t, std::string_view piece) {
+              n += t >= 0;
+              text += piece;
+              return true;
+            }),
+            FinishReason::Length);
+  EXPECT_EQ(n, 150);
+  EXPECT_LE(shifted->position(), 64);
+  for (float v : shifted->last_logits()) ASSERT_TRUE(std::isfinite(v));
+  // Still English-like text after the shift, not noise: mostly letters and spaces.
+  size_t letters = 0;
+  for (char c : text) letters += std::isalpha(static_cast<unsigned char>(c)) || c == ' ';
+  EXPECT_GT(double(letters) / double(text.size()), 0.8) << text;
+}
+
+}  // namespace
+}  // namespace cera
+
+namespace cera {
+namespace {
+
+TEST(Session, TooManySessionsIsAClearErrorAndHarmsNoOtherSession) {
+  EngineOptions o;
+  o.model_path = test::source_path("models/default.gguf");
+  auto engine = Engine::load(o);  // one sequence slot
+  auto first = engine->new_session();
+  first->append(engine->tokenize("Hello", true, false));
+  EXPECT_THROW(engine->new_session(), Error);
+  EXPECT_EQ(first->position(), int32_t(engine->tokenize("Hello", true, false).size()));
+  const int32_t t = 5;
+  first->append({&t, 1});  // still usable
 }
 
 }  // namespace

@@ -173,6 +173,11 @@ class CpuBackend final : public Backend {
     });
   }
 
+  void shift_kv(int32_t kv_layer_index, std::span<const int32_t> blocks, int32_t first, int32_t count, int32_t delta,
+                const AttentionParams& attn, const RopeParams* rope) override {
+    cpu::shift_kv(kv_layer(kv_layer_index), blocks, first, count, delta, attn, rope);
+  }
+
   void attention(int32_t kv_layer_index, const Tensor& q, const Tensor& k, const Tensor& v, Tensor out,
                  const AttentionParams& params) override {
     cpu::attention(pool_, kv_layer(kv_layer_index), seqs_, q, k, v, out, params);

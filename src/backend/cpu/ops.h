@@ -37,6 +37,10 @@ void rope_apply(float* head, const float* cos_t, const float* sin_t, int32_t n_r
 
 // Writes the step's k, v into the paged cache and computes attention for every token of every
 // sequence (causal, GQA). Parallel over (token, head).
+// Context shift of one attention layer (see Backend::shift_kv); rope == nullptr: K moves unrotated.
+void shift_kv(const KvLayerView& kv, std::span<const int32_t> blocks, int32_t first, int32_t count, int32_t delta,
+              const AttentionParams& attn, const RopeParams* rope);
+
 void attention(ThreadPool& pool, const KvLayerView& kv, std::span<const StepSequence> seqs,
                const Tensor& q, const Tensor& k, const Tensor& v, Tensor out, const AttentionParams& p);
 

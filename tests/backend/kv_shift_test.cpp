@@ -1,0 +1,67 @@
+// A context shift moves K/V down by `delta` positions; K must then equal RoPE at the new position.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/ops.h"
+
+namespace cera::cpu {
+namespace {
+
+void rope_at(float* head, const RopeParams& rope, int32_t position) {
+  std::vector<double> inv(size_t(rope.n_rot / 2));
+  std::vector<float> c(inv.size()), s(inv.size());
+  rope_inv_freq(rope, inv.data());
+  rope_cos_sin(inv.data(), rope.n_rot, position, c.data(), s.data());
+  rope_apply(head, c.data(), s.data(), rope.n_rot, rope.neox);
+}
+
+class KvShift : public ::testing::TestWithParam<bool> {};  // NEOX or NORMAL pairing
+
+TEST_P(KvShift, KeysEqualRopeAtTheirNewPositionAndValuesMove) {
+  const int32_t bs = 4, n_head_kv = 2, d = 8, kv_dim = n_head_kv * d, n_pos = 23;
+  const std::vector<int32_t> blocks = {5, 1, 3, 0, 2, 4};  // deliberately not in order
+  std::vector<float> memory(size_t(6) * 2 * bs * kv_dim);
+  KvLayerView kv{memory.data(), bs, kv_dim};
+  RopeParams rope;
+  rope.n_rot = d;
+  rope.neox = GetParam();
+  rope.freq_base = 10000.f;
+  AttentionParams attn;
+  attn.n_head = 4;
+  attn.n_head_kv = n_head_kv;
+  attn.head_dim = d;
+
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist;
+  std::vector<std::vector<float>> raw_k(n_pos, std::vector<float>(kv_dim)), raw_v = raw_k;
+  for (int32_t p = 0; p < n_pos; ++p) {
+    for (auto& x : raw_k[p]) x = dist(rng);
+    for (auto& x : raw_v[p]) x = dist(rng);
+    float* k = kv.k(blocks[p / bs], p % bs);
+    std::copy(raw_k[p].begin(), raw_k[p].end(), k);
+    for (int32_t h = 0; h < n_head_kv; ++h) rope_at(k + h * d, rope, p);
+    std::copy(raw_v[p].begin(), raw_v[p].end(), kv.v(blocks[p / bs], p % bs));
+  }
+  const int32_t n_keep = 3, delta = 7;
+  shift_kv(kv, blocks, n_keep + delta, n_pos - n_keep - delta, delta, attn, &rope);
+
+  for (int32_t p = 0; p < n_pos - delta; ++p) {
+    const int32_t source = p < n_keep ? p : p + delta;  // the token now at p
+    std::vector<float> expect = raw_k[source];
+    for (int32_t h = 0; h < n_head_kv; ++h) rope_at(expect.data() + h * d, rope, p);
+    const float* k = kv.k(blocks[p / bs], p % bs);
+    const float* v = kv.v(blocks[p / bs], p % bs);
+    for (int32_t i = 0; i < kv_dim; ++i) {
+      EXPECT_NEAR(k[i], expect[i], 2e-5f) << "position " << p << " elem " << i;
+      EXPECT_EQ(v[i], raw_v[source][i]) << "position " << p;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Pairing, KvShift, ::testing::Values(true, false));
+
+}  // namespace
+}  // namespace cera::cpu
