@@ -2,6 +2,7 @@
 // generated text, and each command's output format.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -25,7 +26,10 @@ struct Result {
 
 // Runs `cera ARGS` through the shell, capturing stdout and stderr separately.
 Result run_cera(const std::string& args) {
-  const std::string err_path = ::testing::TempDir() + "/cera_stderr.txt";
+  // One file per call: ctest runs tests of this binary in parallel processes.
+  static int calls = 0;
+  const std::string err_path =
+      ::testing::TempDir() + "/cera_stderr_" + std::to_string(getpid()) + "_" + std::to_string(++calls) + ".txt";
   const std::string cmd = std::string(CERA_CLI_PATH) + " " + args + " 2>" + err_path;
   Result r;
   FILE* p = popen(cmd.c_str(), "r");
