@@ -62,6 +62,9 @@ struct GenerateOptions {
   // keys are re-rotated for their new positions) and goes on.
   bool context_shift = false;
   int32_t n_keep = 0;
+  // With sampling.n_probs > 0: called for every sampled token, before the token callback, with its
+  // log-probability and the n_probs most likely alternatives (see SamplingParams::post_sampling_probs).
+  std::function<void(const SampledToken&)> on_logprobs;
   // Pass the text of special tokens (e.g. <|tool_call_start|>) to the callback; normally dropped.
   bool render_special = false;
 };
@@ -80,6 +83,9 @@ class Session {
   // Feeds tokens (prefill in chunks of n_batch). With all_logits the logits of every fed token are
   // kept (see logits()), otherwise only those of the last.
   void append(std::span<const int32_t> tokens, bool all_logits = false);
+  // Tokenizes and appends text; BOS is added (as the model's tokenizer says) only at position 0.
+  // parse_special: text such as <|im_start|> becomes its special token (for rendered templates).
+  void append_text(std::string_view text, bool parse_special = false);
   // Logits of the tokens fed by the last append: [n, n_vocab] row-major (n = 1 unless all_logits).
   std::span<const float> logits() const;
   std::span<const float> last_logits() const;

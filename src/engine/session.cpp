@@ -121,6 +121,12 @@ void Session::append(std::span<const int32_t> tokens, bool all_logits) {
   }
 }
 
+void Session::append_text(std::string_view text, bool parse_special) {
+  const auto ids = impl_->engine->tokenizer->encode(text, /*add_special=*/position() == 0, parse_special);
+  if (ids.empty()) throw Error(ErrorCode::InvalidArgument, "append_text: the text has no tokens");
+  append(ids);
+}
+
 std::span<const float> Session::logits() const { return impl_->logits; }
 
 std::span<const float> Session::last_logits() const {
@@ -181,6 +187,12 @@ FinishReason Session::generate(const GenerateOptions& options, const TokenCallba
   if (!options.grammar.empty())
     grammar.emplace(std::make_shared<const Grammar>(Grammar::parse(options.grammar)), e.get_grammar_vocab());
   std::vector<float> masked;
+  auto draw = [&](std::span<const float> logits) {
+    if (params.n_probs <= 0 || !options.on_logprobs) return sampler.sample(logits);
+    const SampledToken t = sampler.sample_with_probs(logits);
+    options.on_logprobs(t);
+    return t.id;
+  };
   // Text still held back (an incomplete UTF-8 tail, the start of a possible stop string) is handed
   // over with token -1 at the end.
   auto finish = [&](FinishReason reason) {
@@ -196,10 +208,10 @@ FinishReason Session::generate(const GenerateOptions& options, const TokenCallba
       if (grammar->is_exhausted()) return finish(FinishReason::EndOfGeneration);  // nothing may follow
       masked.assign(last_logits().begin(), last_logits().end());
       grammar->mask(masked);
-      token = sampler.sample(masked);
+      token = draw(masked);
       grammar->accept_token(token);
     } else {
-      token = sampler.sample(last_logits());
+      token = draw(last_logits());
     }
     if (e.tokenizer->is_eog(token)) return finish(FinishReason::EndOfGeneration);
     const StopStringFilter::Out out = stops.push(detok.push(token));

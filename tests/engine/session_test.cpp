@@ -344,3 +344,51 @@ TEST(Session, TooManySessionsIsAClearErrorAndHarmsNoOtherSession) {
 
 }  // namespace
 }  // namespace cera
+
+namespace cera {
+namespace {
+
+TEST(Session, AppendTextAddsBosOnlyAtTheStart) {
+  EngineOptions o;
+  o.model_path = test::fixture_gguf("lfm2-tiny", "BF16");
+  o.n_seq_max = 2;
+  auto engine = Engine::load(o);
+  const auto prompts = test::load_fixture_prompts("lfm2-tiny");
+  auto s = engine->new_session();
+  s->append_text("The capital of France is");
+  EXPECT_EQ(s->position(), int32_t(prompts[0].ids.size()));  // the fixture ids include BOS
+  auto reference = engine->new_session();
+  reference->append(prompts[0].ids);
+  EXPECT_TRUE(bitwise_equal(s->last_logits(), reference->last_logits()));
+  const int32_t before = s->position();
+  s->append_text(" Paris");
+  EXPECT_EQ(s->position(), before + int32_t(engine->tokenize(" Paris", false, false).size()));
+  EXPECT_THROW(s->append_text(""), Error);
+}
+
+TEST(Session, LogprobsOfGreedyTokensAreTheLogSoftmaxOfTheLogits) {
+  EngineOptions o;
+  o.model_path = test::fixture_gguf("lfm2-tiny", "BF16");
+  auto engine = Engine::load(o);
+  auto s = engine->new_session();
+  s->append(test::load_fixture_prompts("lfm2-tiny")[0].ids);
+  std::vector<float> first_logits(s->last_logits().begin(), s->last_logits().end());
+  GenerateOptions g;
+  g.max_tokens = 3;
+  g.sampling.temperature = 0;
+  g.sampling.n_probs = 5;
+  std::vector<SampledToken> seen;
+  g.on_logprobs = [&](const SampledToken& t) { seen.push_back(t); };
+  s->generate(g, [](int32_t, std::string_view) { return true; });
+  ASSERT_EQ(seen.size(), 3u);
+  ASSERT_EQ(seen[0].top.size(), 5u);
+  EXPECT_EQ(seen[0].top[0].id, seen[0].id) << "greedy takes the most likely token";
+  double max = *std::max_element(first_logits.begin(), first_logits.end()), sum = 0;
+  for (float l : first_logits) sum += std::exp(double(l) - max);
+  const double expected = double(first_logits[size_t(seen[0].id)]) - max - std::log(sum);
+  EXPECT_NEAR(seen[0].logprob, expected, 1e-4);
+  for (size_t i = 1; i < seen[0].top.size(); ++i) EXPECT_LE(seen[0].top[i].logprob, seen[0].top[i - 1].logprob);
+}
+
+}  // namespace
+}  // namespace cera
