@@ -86,6 +86,12 @@ class Session {
   // Tokenizes and appends text; BOS is added (as the model's tokenizer says) only at position 0.
   // parse_special: text such as <|im_start|> becomes its special token (for rendered templates).
   void append_text(std::string_view text, bool parse_special = false);
+  // Chat: `messages_json` is the whole conversation so far, a JSON array of {"role", "content"}
+  // objects as in the OpenAI API (`tools_json`: a JSON array of tools, or empty). Renders the model's
+  // chat template with the generation prompt and evaluates only what is new since the last
+  // append_chat + generate (the session holds the rendering and the reply); if earlier turns were
+  // rewritten it starts over. Throws Error(NotFound) if the model has no chat template.
+  void append_chat(const std::string& messages_json, const std::string& tools_json = "");
   // Logits of the tokens fed by the last append: [n, n_vocab] row-major (n = 1 unless all_logits).
   std::span<const float> logits() const;
   std::span<const float> last_logits() const;

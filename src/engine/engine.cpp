@@ -105,6 +105,17 @@ const std::shared_ptr<const GrammarVocab>& Engine::Impl::get_grammar_vocab() {
   return grammar_vocab;
 }
 
+const chat::ChatTemplate& Engine::Impl::get_chat_template() {
+  if (!chat_template) {
+    const auto source = file->get_string_opt("tokenizer.chat_template");
+    if (!source) throw Error(ErrorCode::NotFound, options.model_path + ": the model has no chat template");
+    chat_template = std::make_unique<chat::ChatTemplate>(*source);
+    if (tokenizer->bos() >= 0) bos_text = tokenizer->token_text(tokenizer->bos());
+    if (tokenizer->eos() >= 0) eos_text = tokenizer->token_text(tokenizer->eos());
+  }
+  return *chat_template;
+}
+
 void Engine::Impl::reserve_evicting(int32_t seq_id, int32_t n_tokens) {
   for (;;) {
     try {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "chat/chat_template.h"
 #include "cera/engine.h"
 #include "format/gguf.h"
 #include "model/model.h"
@@ -29,6 +30,9 @@ struct Engine::Impl {
   int32_t checkpoint_slot_base = 0;  // backend conv slot of checkpoint 0 (after the sequence slots)
   std::shared_ptr<const GrammarVocab> grammar_vocab;  // built on first constrained generation
   const std::shared_ptr<const GrammarVocab>& get_grammar_vocab();
+  std::unique_ptr<chat::ChatTemplate> chat_template;  // parsed on first append_chat
+  std::string bos_text, eos_text;                     // what the template calls bos_token/eos_token
+  const chat::ChatTemplate& get_chat_template();
 
   // One forward step over several sequences: seq_ids[i] gets tokens[i] (appended at its position).
   // Returns the logits of the requested outputs, [n_outputs, n_vocab] on the host.

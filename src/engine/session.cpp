@@ -3,6 +3,8 @@
 #include <optional>
 
 #include "engine/engine_impl.h"
+#include <nlohmann/json.hpp>
+
 #include "sampling/sampler.h"
 #include "sampling/stop_strings.h"
 
@@ -17,6 +19,8 @@ struct Session::Impl {
   std::vector<float> embeddings; // of the same rows, [n, n_embd], when the engine keeps them
   int32_t reused = 0;
   bool shifted = false;  // after a context shift the state no longer matches a plain prefix
+  // Chat: the text the session holds (rendered conversation + replies), while it is known exactly.
+  std::optional<std::string> chat_fed;
   std::atomic<bool> cancel_requested{false};
 
   ~Impl() {
@@ -121,6 +125,36 @@ void Session::append(std::span<const int32_t> tokens, bool all_logits) {
   }
 }
 
+void Session::append_chat(const std::string& messages_json, const std::string& tools_json) {
+  Engine::Impl& e = *impl_->engine;
+  nlohmann::ordered_json messages, tools = nullptr;
+  try {
+    messages = nlohmann::ordered_json::parse(messages_json);
+    if (!tools_json.empty()) tools = nlohmann::ordered_json::parse(tools_json);
+  } catch (const nlohmann::json::exception& err) {
+    throw Error(ErrorCode::InvalidArgument, std::string("append_chat: not valid JSON: ") + err.what());
+  }
+  if (!messages.is_array()) throw Error(ErrorCode::InvalidArgument, "append_chat: messages must be a JSON array");
+  chat::ChatContextOptions co;
+  co.add_generation_prompt = true;
+  const chat::ChatTemplate& tmpl = e.get_chat_template();
+  co.bos_token = e.bos_text;
+  co.eos_token = e.eos_text;
+  const std::string rendered = tmpl.render(chat::make_chat_context(messages, tools, co));
+  std::string suffix = rendered;
+  const std::optional<std::string>& fed = impl_->chat_fed;
+  if (fed && position() > 0 && rendered.size() > fed->size() && rendered.compare(0, fed->size(), *fed) == 0) {
+    suffix = rendered.substr(fed->size());
+  } else {
+    reset();  // the conversation was rewritten: start over (the prefix cache keeps that cheap)
+  }
+  // The template writes BOS itself; its special-token text is parsed into the special tokens.
+  const auto ids = e.tokenizer->encode(suffix, /*add_special=*/false, /*parse_special=*/true);
+  impl_->chat_fed.reset();
+  append(ids);
+  impl_->chat_fed = rendered;
+}
+
 void Session::append_text(std::string_view text, bool parse_special) {
   const auto ids = impl_->engine->tokenizer->encode(text, /*add_special=*/position() == 0, parse_special);
   if (ids.empty()) throw Error(ErrorCode::InvalidArgument, "append_text: the text has no tokens");
@@ -151,6 +185,7 @@ void Session::reset() {
   impl_->embeddings.clear();
   impl_->reused = 0;
   impl_->shifted = false;
+  impl_->chat_fed.reset();
 }
 
 std::unique_ptr<Session> Session::fork() {
@@ -163,6 +198,7 @@ std::unique_ptr<Session> Session::fork() {
   impl->n_vocab = impl_->n_vocab;
   impl->history = impl_->history;
   impl->shifted = impl_->shifted;
+  impl->chat_fed = impl_->chat_fed;
   impl->logits = impl_->logits;
   impl->embeddings = impl_->embeddings;
   return std::unique_ptr<Session>(new Session(std::move(impl)));
@@ -183,6 +219,14 @@ FinishReason Session::generate(const GenerateOptions& options, const TokenCallba
   for (size_t i = impl_->history.size() - n_history; i < impl_->history.size(); ++i) sampler.accept(impl_->history[i]);
   StreamingDetokenizer detok(*e.tokenizer, options.render_special);
   StopStringFilter stops(options.stop);
+  // The chat text the session holds grows with the reply's tokens; whatever way generate ends, the
+  // session keeps it (append() clears it, since plain appends are unknown to the chat text).
+  std::optional<std::string> chat = impl_->chat_fed;
+  struct KeepChatText {
+    Session::Impl& impl;
+    std::optional<std::string>& chat;
+    ~KeepChatText() { impl.chat_fed = impl.shifted ? std::nullopt : chat; }
+  } keep_chat_text{*impl_, chat};
   std::optional<GrammarMatcher> grammar;
   if (!options.grammar.empty())
     grammar.emplace(std::make_shared<const Grammar>(Grammar::parse(options.grammar)), e.get_grammar_vocab());
@@ -224,6 +268,10 @@ FinishReason Session::generate(const GenerateOptions& options, const TokenCallba
     const int32_t one[] = {token};
     try {
       append(one);
+      if (chat) {
+        if (e.tokenizer->is_control(token)) chat.reset();  // its text is not what a template writes
+        else *chat += e.tokenizer->token_to_piece(token);
+      }
     } catch (const Error& err) {
       if (err.code() == ErrorCode::Cancelled) return finish(FinishReason::Cancelled);
       throw;

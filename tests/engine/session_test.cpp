@@ -392,3 +392,50 @@ TEST(Session, LogprobsOfGreedyTokensAreTheLogSoftmaxOfTheLogits) {
 
 }  // namespace
 }  // namespace cera
+
+#include "format/gguf.h"
+
+namespace cera {
+namespace {
+
+// append_chat renders the model's template (the fixture's own rendering and ids), and a second turn
+// evaluates only what the conversation added.
+TEST(Session, AppendChatRendersTheTemplateAndFeedsOnlyTheNewTurn) {
+  EngineOptions o;
+  o.model_path = test::fixture_gguf("lfm2-tiny", "BF16");
+  o.n_seq_max = 2;
+  auto engine = Engine::load(o);
+  const auto chat = nlohmann::json::parse(test::read_text_file(test::fixture_path("models/lfm2-tiny/ref/prompts.json")))["chat"];
+  const auto& first = chat[0];
+  auto s = engine->new_session();
+  s->append_chat(first["messages"].dump());
+  const auto ids = first["ids"].get<std::vector<int32_t>>();
+  EXPECT_EQ(s->position(), int32_t(ids.size()));
+  auto reference = engine->new_session();
+  reference->append(ids);
+  EXPECT_TRUE(bitwise_equal(s->last_logits(), reference->last_logits())) << "the fixture's chat ids";
+
+  GenerateOptions g;
+  g.max_tokens = 6;
+  g.sampling.temperature = 0;
+  g.ignore_eos = true;
+  std::string reply;
+  s->generate(g, [&](int32_t, std::string_view t) { reply += t; return true; });
+  const int32_t after_reply = s->position();
+
+  nlohmann::json messages = first["messages"];
+  messages.push_back({{"role", "assistant"}, {"content", reply}});
+  messages.push_back({{"role", "user"}, {"content", "And then?"}});
+  s->append_chat(messages.dump());
+  EXPECT_GT(s->position(), after_reply) << "the new turn was appended";
+  EXPECT_LT(s->position() - after_reply, 20) << "only the new turn was evaluated, not the whole conversation";
+
+  // A rewritten history starts over.
+  nlohmann::json rewritten = nlohmann::json::array({{{"role", "user"}, {"content", "Something else"}}});
+  s->append_chat(rewritten.dump());
+  EXPECT_EQ(s->position(), int32_t(engine->tokenize(std::string("<|startoftext|><|im_start|>user\nSomething else<|im_end|>\n<|im_start|>assistant\n"), false, true).size()));
+  EXPECT_THROW(s->append_chat("not json"), Error);
+}
+
+}  // namespace
+}  // namespace cera
