@@ -23,8 +23,13 @@ const GgmlType kWeightTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,
 
 std::vector<Isa> available_isas() {
   std::vector<Isa> v{Isa::Scalar};
-  if (int(detected_isa()) >= int(Isa::Avx2)) v.push_back(Isa::Avx2);
-  if (int(detected_isa()) >= int(Isa::Avx512)) v.push_back(Isa::Avx512);
+  const Isa best = detected_isa();
+  if (best == Isa::Neon) {  // AArch64: Neon is not "above" the x86 levels, it is another family
+    v.push_back(Isa::Neon);
+    return v;
+  }
+  if (int(best) >= int(Isa::Avx2)) v.push_back(Isa::Avx2);
+  if (int(best) >= int(Isa::Avx512)) v.push_back(Isa::Avx512);
   return v;
 }
 
