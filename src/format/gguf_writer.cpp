@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "format/gguf.h"
+#include "format/write_file.h"
 
 namespace cera::gguf {
 namespace {
@@ -221,15 +222,6 @@ std::vector<uint8_t> Writer::to_bytes() const {
   return out;
 }
 
-void Writer::write(const std::string& path) const {
-  const std::vector<uint8_t> bytes = to_bytes();
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) throw Error(ErrorCode::Io, path + ": cannot create: " + std::strerror(errno));
-  const bool wrote = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  const int saved = errno;
-  const bool closed = std::fclose(f) == 0;
-  if (!wrote || !closed)
-    throw Error(ErrorCode::Io, path + ": write failed: " + std::strerror(wrote ? errno : saved));
-}
+void Writer::write(const std::string& path) const { write_file(path, to_bytes()); }
 
 }  // namespace cera::gguf
