@@ -20,7 +20,7 @@ fail() {
   echo "----------------"
   exit 1
 }
-pane() { "${T[@]}" capture-pane -p -J -S - -t chat 2>/dev/null; }
+pane() { "${T[@]}" capture-pane -p -J -S - -t "$S" 2>/dev/null; }
 prompts() { pane | grep -c '^> ' || true; }
 # wait_until TIMEOUT_S COMMAND...: polls every 0.1 s.
 wait_until() {
@@ -33,11 +33,15 @@ wait_until() {
 prompts_at_least() { (($(prompts) >= $1)); }
 pane_has() { pane | grep -qF -- "$1"; }
 pane_longer_than() { (($(pane | wc -c) > $1)); }
-send_line() { "${T[@]}" send-keys -t chat -l -- "$1" && "${T[@]}" send-keys -t chat Enter; }
+send_line() { "${T[@]}" send-keys -t "$S" -l -- "$1" && "${T[@]}" send-keys -t "$S" Enter; }
 
+# Each start opens a new session and leaves the old one alive: killing the server's last session makes
+# the server exit, and a new-session racing that exit fails with "server exited unexpectedly".
+N_STARTS=0
 start() {
-  "${T[@]}" kill-session -t chat >/dev/null 2>&1
-  "${T[@]}" new-session -d -s chat -x 150 -y 40 \
+  N_STARTS=$((N_STARTS + 1))
+  S="chat$N_STARTS"
+  "${T[@]}" new-session -d -s "$S" -x 150 -y 40 \
     "'$CERA' chat -m '$MODEL' --temp 0 -n 40 -t 2 -c 8192; echo \"CHAT-EXITED rc=\$?\"; sleep 60" ||
     fail "tmux could not start"
   wait_until 15 prompts_at_least 1 || fail "no prompt after start"
@@ -57,7 +61,7 @@ n_before=$(prompts)
 send_line "And then what happened?"
 base=$(pane | wc -c)
 wait_until 15 pane_longer_than $((base + 200)) || fail "turn 2: the reply did not stream"
-"${T[@]}" send-keys -t chat C-c
+"${T[@]}" send-keys -t "$S" C-c
 wait_until 10 pane_has "[reply stopped]" || fail "turn 2: Ctrl-C did not stop the reply"
 wait_until 5 prompts_at_least $((n_before + 1)) || fail "turn 2: no prompt after Ctrl-C"
 pane_has "CHAT-EXITED" && fail "Ctrl-C during a reply ended the chat"
@@ -83,11 +87,11 @@ wait_until 5 pane_has "CHAT-EXITED rc=0" || fail "/exit did not leave with statu
 
 # Ctrl-C at the prompt leaves cleanly too.
 start
-"${T[@]}" send-keys -t chat C-c
+"${T[@]}" send-keys -t "$S" C-c
 wait_until 5 pane_has "CHAT-EXITED rc=0" || fail "Ctrl-C at the prompt did not leave with status 0"
 
 # Ctrl-D (end of input) as well.
 start
-"${T[@]}" send-keys -t chat C-d
+"${T[@]}" send-keys -t "$S" C-d
 wait_until 5 pane_has "CHAT-EXITED rc=0" || fail "Ctrl-D at the prompt did not leave with status 0"
 echo "chat tmux test: passed"
