@@ -1,0 +1,260 @@
+// Device-side decoding of the GGML quant blocks (MODELS.md §2, layouts in format/quant_blocks.h),
+// shared by the matvec, dequantize and embedding kernels.
+//
+// The unit is a chunk of 8 consecutive elements of one block, written as
+//     w_j = scale * q_j (+ bias)        (q_j a small integer, held exactly in a float)
+// because every format is "per-group scale (and offset) times a small integer": the matvec can then
+// sum q_j * x_j and apply scale/bias once per chunk, and dequantization can redo the reference's
+// arithmetic step for step (quant_dequant.cpp: scale = d or d*sc, then scale*q, then + m or
+// - dmin*mn) with the same f32 roundings, so dequantize_f32 is bit-exact.
+//
+// Blocks need only be 2-byte aligned (18/22/34-byte blocks follow each other in a row), so every
+// multi-byte read here is a 16-bit load. The pointer may be global or shared memory.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "format/ggml_type.h"
+
+namespace cera::cuda::detail {
+
+struct Chunk8 {
+  float q[8];
+  float scale;
+  float bias;  // 0 for the formats without an offset (kHasBias false)
+};
+
+__device__ __forceinline__ uint32_t ld16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
+__device__ __forceinline__ uint32_t ld32_a2(const uint8_t* p) { return ld16(p) | ld16(p + 2) << 16; }
+__device__ __forceinline__ float h2f(uint32_t bits) { return __half2float(__ushort_as_half(uint16_t(bits))); }
+
+// Byte j of v (an unsigned value < 256) minus `off`, exactly, without the slow int->float convert:
+// 0x4B0000bb is the float 2^23 + bb, and subtracting 2^23 + off is exact for such small integers.
+__device__ __forceinline__ float byte_minus(uint32_t v, int j, float off) {
+  const float f = __uint_as_float(__byte_perm(v, 0x4B000000u, 0x7440u | uint32_t(j)));
+  return __fsub_rn(f, 8388608.0f + off);
+}
+
+__device__ __forceinline__ void bytes_to_q(uint32_t lo, uint32_t hi, float off, float q[8]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    q[j] = byte_minus(lo, j, off);
+    q[j + 4] = byte_minus(hi, j, off);
+  }
+}
+
+// Bits 0..3 of b spread to bit 0 of bytes 0..3 (the shifted copies never overlap, so no carries).
+__device__ __forceinline__ uint32_t spread4(uint32_t b) { return ((b & 0xFu) * 0x00204081u) & 0x01010101u; }
+
+// Q4_K / Q5_K: six-bit scale and min of sub-block `is` (0..7) from the 12 packed bytes.
+__device__ __forceinline__ void scale_min_k4(const uint8_t* s, int is, uint32_t& sc, uint32_t& mn) {
+  if (is < 4) {
+    sc = s[is] & 63u;
+    mn = s[is + 4] & 63u;
+  } else {
+    sc = (s[is + 4] & 0x0Fu) | (uint32_t(s[is - 4] >> 6) << 4);
+    mn = (s[is + 4] >> 4) | (uint32_t(s[is] >> 6) << 4);
+  }
+}
+
+// Q3_K: signed six-bit scale `s` (0..15) from the 12 packed bytes.
+__device__ __forceinline__ int scale_q3k(const uint8_t* b, int s) {
+  const int low4 = s < 8 ? (b[s] & 0xF) : (b[s - 8] >> 4);
+  const int high2 = (b[8 + (s & 3)] >> (2 * (s >> 2))) & 3;
+  return (low4 | (high2 << 4)) - 32;
+}
+
+template <GgmlType T>
+struct Block;  // kElems, kBytes, kHasBias, decode(block, part, chunk): elements [8*part, 8*part+8)
+
+template <>
+struct Block<GgmlType::Q4_0> {
+  static constexpr int kElems = 32, kBytes = 18;
+  static constexpr bool kHasBias = false;
+  __device__ static void decode(const uint8_t* b, int part, Chunk8& c) {
+    const uint8_t* qs = b + 2 + 8 * (part & 1);  // parts 0,1: low nibbles; 2,3: high nibbles
+    const int sh = 4 * (part >> 1);
+    bytes_to_q((ld32_a2(qs) >> sh) & 0x0F0F0F0Fu, (ld32_a2(qs + 4) >> sh) & 0x0F0F0F0Fu, 8.0f, c.q);
+    c.scale = h2f(ld16(b));
+    c.bias = 0.0f;
+  }
+};
+
+template <>
+struct Block<GgmlType::Q4_1> {
+  static constexpr int kElems = 32, kBytes = 20;
+  static constexpr bool kHasBias = true;
+  __device__ static void decode(const uint8_t* b, int part, Chunk8& c) {
+    const uint8_t* qs = b + 4 + 8 * (part & 1);
+    const int sh = 4 * (part >> 1);
+    bytes_to_q((ld32_a2(qs) >> sh) & 0x0F0F0F0Fu, (ld32_a2(qs + 4) >> sh) & 0x0F0F0F0Fu, 0.0f, c.q);
+    c.scale = h2f(ld16(b));
+    c.bias = h2f(ld16(b + 2));
+  }
+};
+
+// Q5_0 / Q5_1: nibbles as Q4, plus bit e of the 32-bit qh as the fifth bit of element e.
+__device__ __forceinline__ void q5_chunk(const uint8_t* qh_p, const uint8_t* qs_base, int part, float off,
+                                         float q[8]) {
+  const uint32_t qh = ld32_a2(qh_p) >> (8 * part);
+  const uint8_t* qs = qs_base + 8 * (part & 1);
+  const int sh = 4 * (part >> 1);
+  const uint32_t lo = ((ld32_a2(qs) >> sh) & 0x0F0F0F0Fu) | spread4(qh) << 4;
+  const uint32_t hi = ((ld32_a2(qs + 4) >> sh) & 0x0F0F0F0Fu) | spread4(qh >> 4) << 4;
+  bytes_to_q(lo, hi, off, q);
+}
+
+template <>
+struct Block<GgmlType::Q5_0> {
+  static constexpr int kElems = 32, kBytes = 22;
+  static constexpr bool kHasBias = false;
+  __device__ static void decode(const uint8_t* b, int part, Chunk8& c) {
+    q5_chunk(b + 2, b + 6, part, 16.0f, c.q);
+    c.scale = h2f(ld16(b));
+    c.bias = 0.0f;
+  }
+};
+
+template <>
+struct Block<GgmlType::Q5_1> {
+  static constexpr int kElems = 32, kBytes = 24;
+  static constexpr bool kHasBias = true;
+  __device__ static void decode(const uint8_t* b, int part, Chunk8& c) {
+    q5_chunk(b + 4, b + 8, part, 0.0f, c.q);
+    c.scale = h2f(ld16(b));
+    c.bias = h2f(ld16(b + 2));
+  }
+};
+
+template <>
+struct Block<GgmlType::Q8_0> {
+  static constexpr int kElems = 32, kBytes = 34;
+  static constexpr bool kHasBias = false;
+  __device__ static void decode(const uint8_t* b, int part, Chunk8& c) {
+    const uint8_t* qs = b + 2 + 8 * part;
+    // int8 -> (byte ^ 0x80) - 128
+    bytes_to_q(ld32_a2(qs) ^ 0x80808080u, ld32_a2(qs + 4) ^ 0x80808080u, 128.0f, c.q);
+    c.scale = h2f(ld16(b));
+    c.bias = 0.0f;
+  }
+};
+
+// K-quants: element e = 8*part of the 256; n = e/128 (half), j = (e%128)/32 (2-bit plane), l = e%32.
+template <>
+struct Block<GgmlType::Q2_K> {
+  static constexpr int kElems = 256, kBytes = 84;
+  static constexpr bool kHasBias = true;
+  __device__ static void decode(const uint8_t* b, int part, Chunk8& c) {
+    const int n = part >> 4, j = (part >> 2) & 3, l = 8 * (part & 3);
+    const uint8_t* qs = b + 16 + 32 * n + l;
+    const int sh = 2 * j;
+    bytes_to_q((ld32_a2(qs) >> sh) & 0x03030303u, (ld32_a2(qs + 4) >> sh) & 0x03030303u, 0.0f, c.q);
+    const uint32_t sc = b[8 * n + 2 * j + (l >> 4)];
+    const float d = h2f(ld16(b + 80)), dmin = h2f(ld16(b + 82));
+    c.scale = __fmul_rn(d, float(sc & 15));
+    c.bias = -__fmul_rn(dmin, float(sc >> 4));
+  }
+};
+
+template <>
+struct Block<GgmlType::Q3_K> {
+  static constexpr int kElems = 256, kBytes = 110;
+  static constexpr bool kHasBias = false;
+  __device__ static void decode(const uint8_t* b, int part, Chunk8& c) {
+    const int n = part >> 4, j = (part >> 2) & 3, l = 8 * (part & 3);
+    const uint8_t* qs = b + 32 + 32 * n + l;
+    const uint8_t* hm = b + l;
+    const int sh = 2 * j, hsh = 4 * n + j;
+    // value = low2 - (hmask bit ? 0 : 4) = (low2 | hbit << 2) - 4
+    const uint32_t lo = ((ld32_a2(qs) >> sh) & 0x03030303u) | ((ld32_a2(hm) >> hsh) & 0x01010101u) << 2;
+    const uint32_t hi = ((ld32_a2(qs + 4) >> sh) & 0x03030303u) | ((ld32_a2(hm + 4) >> hsh) & 0x01010101u) << 2;
+    bytes_to_q(lo, hi, 4.0f, c.q);
+    c.scale = __fmul_rn(h2f(ld16(b + 108)), float(scale_q3k(b + 96, 8 * n + 2 * j + (l >> 4))));
+    c.bias = 0.0f;
+  }
+};
+
+// Q4_K / Q5_K: element e = 8*part; 64-element group g = e/64 holds sub-blocks 2g (low nibbles of
+// qs[32g..32g+32)) and 2g+1 (high nibbles of the same bytes).
+template <>
+struct Block<GgmlType::Q4_K> {
+  static constexpr int kElems = 256, kBytes = 144;
+  static constexpr bool kHasBias = true;
+  __device__ static void decode(const uint8_t* b, int part, Chunk8& c) {
+    const int g = part >> 3, upper = (part >> 2) & 1, l = 8 * (part & 3);
+    const uint8_t* qs = b + 16 + 32 * g + l;
+    const int sh = 4 * upper;
+    bytes_to_q((ld32_a2(qs) >> sh) & 0x0F0F0F0Fu, (ld32_a2(qs + 4) >> sh) & 0x0F0F0F0Fu, 0.0f, c.q);
+    uint32_t sc, mn;
+    scale_min_k4(b + 4, 2 * g + upper, sc, mn);
+    c.scale = __fmul_rn(h2f(ld16(b)), float(sc));
+    c.bias = -__fmul_rn(h2f(ld16(b + 2)), float(mn));
+  }
+};
+
+template <>
+struct Block<GgmlType::Q5_K> {
+  static constexpr int kElems = 256, kBytes = 176;
+  static constexpr bool kHasBias = true;
+  __device__ static void decode(const uint8_t* b, int part, Chunk8& c) {
+    const int g = part >> 3, upper = (part >> 2) & 1, l = 8 * (part & 3);
+    const uint8_t* qs = b + 48 + 32 * g + l;
+    const uint8_t* qh = b + 16 + l;
+    const int sh = 4 * upper, hsh = 2 * g + upper;
+    const uint32_t lo = ((ld32_a2(qs) >> sh) & 0x0F0F0F0Fu) | ((ld32_a2(qh) >> hsh) & 0x01010101u) << 4;
+    const uint32_t hi = ((ld32_a2(qs + 4) >> sh) & 0x0F0F0F0Fu) | ((ld32_a2(qh + 4) >> hsh) & 0x01010101u) << 4;
+    bytes_to_q(lo, hi, 0.0f, c.q);
+    uint32_t sc, mn;
+    scale_min_k4(b + 4, 2 * g + upper, sc, mn);
+    c.scale = __fmul_rn(h2f(ld16(b)), float(sc));
+    c.bias = -__fmul_rn(h2f(ld16(b + 2)), float(mn));
+  }
+};
+
+// Q6_K: element e = 8*part; half n = e/128, quarter qr = (e%128)/32, l = e%32. The low nibble comes
+// from ql[64n + 32*(qr&1) + l] (high nibble when qr >= 2), two high bits from qh[32n + l] >> 2*qr.
+template <>
+struct Block<GgmlType::Q6_K> {
+  static constexpr int kElems = 256, kBytes = 210;
+  static constexpr bool kHasBias = false;
+  __device__ static void decode(const uint8_t* b, int part, Chunk8& c) {
+    const int n = part >> 4, qr = (part >> 2) & 3, l = 8 * (part & 3);
+    const uint8_t* ql = b + 64 * n + 32 * (qr & 1) + l;
+    const uint8_t* qh = b + 128 + 32 * n + l;
+    const int sh = 4 * (qr >> 1), hsh = 2 * qr;
+    const uint32_t lo = ((ld32_a2(ql) >> sh) & 0x0F0F0F0Fu) | ((ld32_a2(qh) >> hsh) & 0x03030303u) << 4;
+    const uint32_t hi = ((ld32_a2(ql + 4) >> sh) & 0x0F0F0F0Fu) | ((ld32_a2(qh + 4) >> hsh) & 0x03030303u) << 4;
+    bytes_to_q(lo, hi, 32.0f, c.q);
+    const int8_t s = static_cast<int8_t>(b[192 + 8 * n + (l >> 4) + 2 * qr]);
+    c.scale = __fmul_rn(h2f(ld16(b + 208)), float(s));
+    c.bias = 0.0f;
+  }
+};
+
+// Element j of a decoded chunk with the reference's roundings (scale*q, then + bias).
+template <bool kHasBias>
+__device__ __forceinline__ float chunk_value(const Chunk8& c, int j) {
+  const float v = __fmul_rn(c.scale, c.q[j]);
+  return kHasBias ? __fadd_rn(v, c.bias) : v;
+}
+
+// Plain float formats, one element.
+template <GgmlType T>
+__device__ __forceinline__ float float_elem(const uint8_t* row, int64_t i) {
+  if constexpr (T == GgmlType::F32) {
+    return reinterpret_cast<const float*>(row)[i];
+  } else if constexpr (T == GgmlType::F16) {
+    return h2f(reinterpret_cast<const uint16_t*>(row)[i]);
+  } else {
+    return __uint_as_float(uint32_t(reinterpret_cast<const uint16_t*>(row)[i]) << 16);
+  }
+}
+
+template <GgmlType T>
+inline constexpr bool kIsFloat = T == GgmlType::F32 || T == GgmlType::F16 || T == GgmlType::BF16;
+
+}  // namespace cera::cuda::detail

@@ -1,0 +1,334 @@
+// Decode matrix-vector product y[t] = W x[t] for 1..8 activation rows, weights in their GGML format.
+//
+// Memory-bound: the goal is to stream W once at close to HBM bandwidth. Layout of the work:
+//  * a block owns R consecutive weight rows; its warps split k into tiles (warp w takes tiles
+//    w, w+W, ...), so that even a 2048-row matrix gives every SM enough warps and bytes in flight;
+//  * per tile a warp fetches the R rows' raw bytes with 16-byte, L1-bypassing loads from 16-byte
+//    aligned addresses (rows of 18/22/34-byte blocks are only 2-byte aligned; an aligned 16-byte
+//    load that holds at least one byte of the row cannot fault) into its own shared-memory
+//    stage, then each lane decodes 8-element chunks from there. Float weights skip the stage and
+//    are loaded straight into registers (rows are 16-byte aligned on that path);
+//  * x is read through L1 (it is small and every block reads it) and each 8-element slice of x is
+//    reused for all R rows from registers, which keeps L1 traffic below the weight stream's;
+//  * per chunk the lane sums q_j * x_j and applies scale (and bias * Σx) once: 1 FMA per element;
+//  * lanes reduce with shuffles, warps through shared memory, in a fixed order (deterministic).
+#include <algorithm>
+#include <string>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/dequant_block.cuh"
+#include "backend/cuda/quant_kernels.h"
+#include "cera/error.h"
+
+namespace cera::cuda {
+namespace {
+
+using detail::Block;
+using detail::Chunk8;
+using detail::kIsFloat;
+
+constexpr int kMaxWarps = 8;
+
+template <GgmlType T>
+struct MatvecShape {
+  static constexpr bool kFloat = kIsFloat<T>;
+  static constexpr int kRows = kFloat ? 2 : 4;           // weight rows per block (x reuse factor)
+  static constexpr int kChunksPerLane = kFloat ? 1 : 2;  // 8-element chunks per lane per row per tile
+  static constexpr int kTile = 256 * kChunksPerLane;     // elements of a row per warp step
+};
+
+template <GgmlType T>
+struct Stage {  // geometry of one row's staged tile (quant types)
+  static constexpr int kTileBytes = MatvecShape<T>::kTile / Block<T>::kElems * Block<T>::kBytes;
+  static constexpr int kVecs = (kTileBytes + 15) / 16 + 1;  // +1: the row may start mid-vector
+  static constexpr int kSlot = kVecs * 16;
+  static constexpr int kLoadsPerLane = (kVecs + 31) / 32;
+};
+
+template <GgmlType T>
+constexpr int stage_slot() {  // staged bytes per row; float rows are not staged
+  if constexpr (kIsFloat<T>) return 0;
+  else return Stage<T>::kSlot;
+}
+
+// Streamed once: keep it out of L1 so x stays there.
+__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+template <int NX>
+__device__ __forceinline__ void load_x8(const float* x, int64_t x_stride, int64_t e, bool x_vec, float xv[NX][8]) {
+#pragma unroll
+  for (int t = 0; t < NX; ++t) {
+    const float* p = x + t * x_stride + e;
+    if (x_vec) {
+      const float4 a = __ldg(reinterpret_cast<const float4*>(p));
+      const float4 b = __ldg(reinterpret_cast<const float4*>(p) + 1);
+      xv[t][0] = a.x, xv[t][1] = a.y, xv[t][2] = a.z, xv[t][3] = a.w;
+      xv[t][4] = b.x, xv[t][5] = b.y, xv[t][6] = b.z, xv[t][7] = b.w;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) xv[t][j] = __ldg(p + j);
+    }
+  }
+}
+
+// Eight float weights from the raw 16-byte vectors of a float row (exact conversions).
+template <GgmlType T>
+__device__ __forceinline__ void float_chunk(const uint4* raw, float w[8]) {
+  if constexpr (T == GgmlType::F32) {
+    const uint32_t u[8] = {raw[0].x, raw[0].y, raw[0].z, raw[0].w, raw[1].x, raw[1].y, raw[1].z, raw[1].w};
+#pragma unroll
+    for (int j = 0; j < 8; ++j) w[j] = __uint_as_float(u[j]);
+  } else {
+    const uint32_t u[4] = {raw[0].x, raw[0].y, raw[0].z, raw[0].w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if constexpr (T == GgmlType::F16) {
+        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&u[j]));
+        w[2 * j] = f.x, w[2 * j + 1] = f.y;
+      } else {
+        w[2 * j] = __uint_as_float(u[j] << 16), w[2 * j + 1] = __uint_as_float(u[j] & 0xFFFF0000u);
+      }
+    }
+  }
+}
+
+template <GgmlType T, int NX>
+__global__ void __launch_bounds__(kMaxWarps * 32)
+    matvec_kernel(const uint8_t* __restrict__ w, int64_t n_rows, int64_t k, size_t row_bytes,
+                  const float* __restrict__ x, int64_t x_stride, bool x_vec, float* __restrict__ y,
+                  int64_t y_stride) {
+  using S = MatvecShape<T>;
+  constexpr int R = S::kRows;
+  extern __shared__ uint4 smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+
+  const int64_t row0 = int64_t(blockIdx.x) * R;
+  const uint8_t* rows[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) rows[r] = w + size_t(min(row0 + r, n_rows - 1)) * row_bytes;  // tail: repeat
+
+  float acc[R][NX];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < NX; ++t) acc[r][t] = 0.0f;
+
+  const int64_t n_tiles = (k + S::kTile - 1) / S::kTile;
+  for (int64_t tile = warp; tile < n_tiles; tile += n_warps) {
+    const int64_t e_tile = tile * S::kTile;
+    if constexpr (S::kFloat) {
+      constexpr int kVecsPerChunk = T == GgmlType::F32 ? 2 : 1;
+      constexpr int kElemBytes = T == GgmlType::F32 ? 4 : 2;
+      // All of this tile's loads first, so they are in flight together.
+      uint4 raw[S::kChunksPerLane][R][kVecsPerChunk];
+#pragma unroll
+      for (int u = 0; u < S::kChunksPerLane; ++u) {
+        const int64_t e = e_tile + 8 * (lane + 32 * u);
+        if (e < k)
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int v = 0; v < kVecsPerChunk; ++v)
+              raw[u][r][v] = ld_stream(reinterpret_cast<const uint4*>(rows[r] + e * kElemBytes) + v);
+      }
+#pragma unroll
+      for (int u = 0; u < S::kChunksPerLane; ++u) {
+        const int64_t e = e_tile + 8 * (lane + 32 * u);
+        if (e >= k) continue;
+        float xv[NX][8];
+        load_x8<NX>(x, x_stride, e, x_vec, xv);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          float wv[8];
+          float_chunk<T>(raw[u][r], wv);
+#pragma unroll
+          for (int t = 0; t < NX; ++t)
+#pragma unroll
+            for (int j = 0; j < 8; ++j) acc[r][t] = fmaf(wv[j], xv[t][j], acc[r][t]);
+        }
+      }
+    } else {
+      using B = Block<T>;
+      using G = Stage<T>;
+      uint8_t* stage = reinterpret_cast<uint8_t*>(smem) + size_t(warp) * R * G::kSlot;
+      const int64_t data_bytes = k / B::kElems * B::kBytes;
+      const int64_t off = tile * G::kTileBytes;
+      const int bytes = int(data_bytes - off < G::kTileBytes ? data_bytes - off : G::kTileBytes);
+      int phase[R];
+      uint4 raw[R][G::kLoadsPerLane];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const uintptr_t a = reinterpret_cast<uintptr_t>(rows[r] + off);
+        phase[r] = int(a & 15);
+        const uint4* src = reinterpret_cast<const uint4*>(a - phase[r]);
+        const int n_vecs = (phase[r] + bytes + 15) >> 4;
+#pragma unroll
+        for (int i = 0; i < G::kLoadsPerLane; ++i)
+          if (lane + 32 * i < n_vecs) raw[r][i] = ld_stream(src + lane + 32 * i);
+      }
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int n_vecs = (phase[r] + bytes + 15) >> 4;
+#pragma unroll
+        for (int i = 0; i < G::kLoadsPerLane; ++i)
+          if (lane + 32 * i < n_vecs) reinterpret_cast<uint4*>(stage + r * G::kSlot)[lane + 32 * i] = raw[r][i];
+      }
+      __syncwarp();
+#pragma unroll
+      for (int u = 0; u < S::kChunksPerLane; ++u) {
+        const int c = lane + 32 * u;  // chunk within the tile
+        const int64_t e = e_tile + 8 * c;
+        if (e >= k) continue;
+        float xv[NX][8];
+        load_x8<NX>(x, x_stride, e, x_vec, xv);
+        float xsum[NX];
+        if constexpr (B::kHasBias) {
+#pragma unroll
+          for (int t = 0; t < NX; ++t) {
+            xsum[t] = ((xv[t][0] + xv[t][1]) + (xv[t][2] + xv[t][3])) + ((xv[t][4] + xv[t][5]) + (xv[t][6] + xv[t][7]));
+          }
+        }
+        const int blk = (8 * c) / B::kElems, part = ((8 * c) % B::kElems) / 8;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          Chunk8 ch;
+          B::decode(stage + r * G::kSlot + phase[r] + blk * B::kBytes, part, ch);
+#pragma unroll
+          for (int t = 0; t < NX; ++t) {
+            float s = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) s = fmaf(ch.q[j], xv[t][j], s);
+            acc[r][t] = fmaf(ch.scale, s, acc[r][t]);
+            if constexpr (B::kHasBias) acc[r][t] = fmaf(ch.bias, xsum[t], acc[r][t]);
+          }
+        }
+      }
+      __syncwarp();  // the stage is overwritten by the next tile
+    }
+  }
+
+  // Lanes, then warps (fixed order, so results do not depend on timing).
+  float* red = reinterpret_cast<float*>(smem) + size_t(n_warps) * R * stage_slot<T>() / sizeof(float);
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < NX; ++t) {
+      float v = acc[r][t];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      if (lane == 0) red[warp * R * NX + r * NX + t] = v;
+    }
+  __syncthreads();
+  if (threadIdx.x < R * NX) {
+    const int r = threadIdx.x / NX, t = threadIdx.x % NX;
+    if (row0 + r < n_rows) {
+      float s = red[threadIdx.x];
+      for (int i = 1; i < n_warps; ++i) s += red[i * R * NX + threadIdx.x];
+      y[t * y_stride + row0 + r] = s;
+    }
+  }
+}
+
+// Float rows that are not 16-byte aligned (or k % 8 != 0): one warp per row, scalar loads. Rare
+// (real models have aligned rows); kept simple.
+template <GgmlType T>
+__global__ void matvec_float_fallback_kernel(const uint8_t* __restrict__ w, int64_t n_rows, int64_t k,
+                                             size_t row_bytes, const float* __restrict__ x, int64_t x_stride,
+                                             int32_t n_x_rows, float* __restrict__ y, int64_t y_stride) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (row >= n_rows) return;
+  const uint8_t* wr = w + size_t(row) * row_bytes;
+  float acc[kMaxMatvecRows] = {};
+  for (int64_t i = lane; i < k; i += 32) {
+    const float wv = detail::float_elem<T>(wr, i);
+#pragma unroll
+    for (int t = 0; t < kMaxMatvecRows; ++t)
+      if (t < n_x_rows) acc[t] = fmaf(wv, x[t * x_stride + i], acc[t]);
+  }
+#pragma unroll
+  for (int t = 0; t < kMaxMatvecRows; ++t) {
+    float v = acc[t];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0 && t < n_x_rows) y[t * y_stride + row] = v;
+  }
+}
+
+template <GgmlType T, int NX>
+void launch_nx(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const float* x, int64_t x_stride,
+               float* y, int64_t y_stride, cudaStream_t stream) {
+  using S = MatvecShape<T>;
+  const int64_t n_tiles = (k + S::kTile - 1) / S::kTile;
+  const int warps = int(std::clamp<int64_t>(n_tiles, 1, kMaxWarps));
+  const size_t smem = size_t(warps) * S::kRows * (NX * sizeof(float) + stage_slot<T>());
+  const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && x_stride % 4 == 0;
+  const int64_t blocks = (n_rows + S::kRows - 1) / S::kRows;
+  matvec_kernel<T, NX><<<unsigned(blocks), warps * 32, smem, stream>>>(
+      static_cast<const uint8_t*>(w), n_rows, k, row_bytes, x, x_stride, x_vec, y, y_stride);
+}
+
+template <GgmlType T>
+void launch(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const float* x, int64_t x_stride,
+            int32_t n_x_rows, float* y, int64_t y_stride, cudaStream_t stream) {
+  if constexpr (kIsFloat<T>) {
+    const bool aligned = reinterpret_cast<uintptr_t>(w) % 16 == 0 && row_bytes % 16 == 0 && k % 8 == 0;
+    if (!aligned) {
+      constexpr int kWarps = 4;
+      matvec_float_fallback_kernel<T><<<unsigned((n_rows + kWarps - 1) / kWarps), kWarps * 32, 0, stream>>>(
+          static_cast<const uint8_t*>(w), n_rows, k, row_bytes, x, x_stride, n_x_rows, y, y_stride);
+      return;
+    }
+  }
+  switch (n_x_rows) {
+    case 1: return launch_nx<T, 1>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream);
+    case 2: return launch_nx<T, 2>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream);
+    case 3: return launch_nx<T, 3>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream);
+    case 4: return launch_nx<T, 4>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream);
+    case 5: return launch_nx<T, 5>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream);
+    case 6: return launch_nx<T, 6>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream);
+    case 7: return launch_nx<T, 7>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream);
+    case 8: return launch_nx<T, 8>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream);
+    default: break;
+  }
+}
+
+}  // namespace
+
+void matvec(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const float* x,
+            int64_t x_stride, int32_t n_x_rows, float* y, int64_t y_stride, cudaStream_t stream) {
+  if (n_x_rows < 1 || n_x_rows > kMaxMatvecRows)
+    throw Error(ErrorCode::InvalidArgument, "cuda matvec: n_x_rows must be 1.." + std::to_string(kMaxMatvecRows));
+  if (n_rows <= 0 || k <= 0) return;
+  if (k % ggml_traits(type).block_elems != 0)
+    throw Error(ErrorCode::InvalidArgument, "cuda matvec: k is not a multiple of the block size");
+  switch (type) {
+#define CERA_MATVEC_CASE(T) \
+  case GgmlType::T: launch<GgmlType::T>(w, n_rows, k, row_bytes, x, x_stride, n_x_rows, y, y_stride, stream); break;
+    CERA_MATVEC_CASE(F32)
+    CERA_MATVEC_CASE(F16)
+    CERA_MATVEC_CASE(BF16)
+    CERA_MATVEC_CASE(Q4_0)
+    CERA_MATVEC_CASE(Q4_1)
+    CERA_MATVEC_CASE(Q5_0)
+    CERA_MATVEC_CASE(Q5_1)
+    CERA_MATVEC_CASE(Q8_0)
+    CERA_MATVEC_CASE(Q2_K)
+    CERA_MATVEC_CASE(Q3_K)
+    CERA_MATVEC_CASE(Q4_K)
+    CERA_MATVEC_CASE(Q5_K)
+    CERA_MATVEC_CASE(Q6_K)
+#undef CERA_MATVEC_CASE
+    default:
+      throw Error(ErrorCode::Unsupported,
+                  "cuda matvec: weight type " + std::string(ggml_type_name(type)) + " is not supported");
+  }
+  CERA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace cera::cuda

@@ -1,0 +1,291 @@
+// The CUDA weight kernels (backend/cuda/quant_kernels.h) against the scalar reference dequantizer:
+// dequantize_f32 and embed_rows bit-exact, dequantize_f16/bf16 equal to the reference rounded to
+// that type, matvec within a bound of the exact (double) product. Outputs are poisoned with 0xFF
+// bytes (NaN in f32, f16 and bf16) before each launch, so an element the kernel never wrote fails,
+// and padding between output rows must still hold the poison afterwards.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/quant_kernels.h"
+#include "common/fp16.h"
+#include "format/ggml_type.h"
+#include "format/quant.h"
+
+namespace cera {
+namespace {
+
+// Skip (not pass) where there is no usable device: CI builds with nvcc but has no GPU, and then
+// cudaGetDeviceCount returns an error or zero devices.
+#define REQUIRE_CUDA_DEVICE()                                                     \
+  do {                                                                            \
+    int n_dev = 0;                                                                \
+    const cudaError_t e = cudaGetDeviceCount(&n_dev);                             \
+    if (e != cudaSuccess) GTEST_SKIP() << "no CUDA device: " << cudaGetErrorString(e); \
+    if (n_dev == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount found none";   \
+  } while (0)
+
+#define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr << ": " << cudaGetErrorString(cudaGetLastError())
+
+const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
+                           GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
+                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+
+// Device buffer owned by the test.
+struct DevBuf {
+  void* p = nullptr;
+  size_t bytes = 0;
+  explicit DevBuf(size_t n) : bytes(n) {
+    if (cudaMalloc(&p, n) != cudaSuccess) p = nullptr;
+  }
+  ~DevBuf() { cudaFree(p); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  template <class T>
+  T* as() const { return static_cast<T*>(p); }
+};
+
+// A random weight matrix in `type`, rows row_bytes apart (row_bytes may exceed the data: padding
+// filled with junk the kernels must not read as weights), and its reference f32 values.
+struct Weights {
+  GgmlType type;
+  int64_t n_rows, k;
+  size_t row_bytes;
+  std::vector<uint8_t> bytes;
+  std::vector<float> ref;  // n_rows x k, from dequantize_row_ref
+};
+
+Weights make_weights(GgmlType type, int64_t n_rows, int64_t k, size_t pad, uint32_t seed) {
+  Weights w{type, n_rows, k, ggml_row_bytes(type, k) + pad, {}, {}};
+  w.bytes.assign(w.row_bytes * size_t(n_rows), 0xA5);
+  w.ref.resize(size_t(n_rows * k));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> src(static_cast<size_t>(k));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    // Rows of different magnitudes and offsets, so scales, mins and f16 ranges vary.
+    const float mag = std::ldexp(1.0f, int(rng() % 9) - 4), shift = (r % 3 == 0) ? 0.5f * mag : 0.0f;
+    for (auto& v : src) v = nd(rng) * mag + shift;
+    uint8_t* row = w.bytes.data() + size_t(r) * w.row_bytes;
+    quant::quantize_row_ref(type, src.data(), row, k);
+    quant::dequantize_row_ref(type, row, w.ref.data() + r * k, k);
+  }
+  return w;
+}
+
+bool is_poison_f32(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  return u == 0xFFFFFFFFu;
+}
+
+std::string label(GgmlType t, int64_t n_rows, int64_t k) {
+  return std::string(ggml_type_name(t)) + " " + std::to_string(n_rows) + "x" + std::to_string(k);
+}
+
+// Shapes per type: odd row counts; k not a multiple of 256 for the 32-element formats and not of 8
+// for the float formats (their unaligned path).
+std::vector<std::pair<int64_t, int64_t>> shapes_for(GgmlType t) {
+  const int64_t blk = ggml_traits(t).block_elems;
+  if (blk == 256) return {{1, 256}, {7, 768}, {257, 2048}, {1000, 512}, {33, 4096}};
+  if (blk == 32) return {{1, 32}, {7, 96}, {257, 2080}, {1000, 544}, {33, 4096}};
+  return {{1, 8}, {7, 13}, {257, 2048}, {1000, 520}, {33, 4096}, {5, 1001}};
+}
+
+TEST(QuantKernels, SupportsWeightTypes) {
+  for (GgmlType t : kTypes) EXPECT_TRUE(cuda::supports_weight_type(t)) << ggml_type_name(t);
+  EXPECT_FALSE(cuda::supports_weight_type(GgmlType::Q8_K));
+  EXPECT_FALSE(cuda::supports_weight_type(GgmlType::Q8_1));
+  EXPECT_FALSE(cuda::supports_weight_type(GgmlType::I32));
+}
+
+// dequantize_f32 bit-exact; f16 / bf16 equal to the reference value rounded (RNE) to that type.
+TEST(QuantKernels, DequantizeMatchesReference) {
+  REQUIRE_CUDA_DEVICE();
+  int64_t checked = 0;
+  for (GgmlType t : kTypes) {
+    for (auto [n_rows, k] : shapes_for(t)) {
+      const size_t pad = (t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16) ? 0 : 6;
+      const Weights w = make_weights(t, n_rows, k, pad, uint32_t(n_rows * 131 + k));
+      const size_t n = size_t(n_rows * k);
+      DevBuf dw(w.bytes.size()), d32(n * 4), d16(n * 2), db16(n * 2);
+      ASSERT_TRUE(dw.p && d32.p && d16.p && db16.p);
+      CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemset(d32.p, 0xFF, n * 4));
+      CUDA_OK(cudaMemset(d16.p, 0xFF, n * 2));
+      CUDA_OK(cudaMemset(db16.p, 0xFF, n * 2));
+      cuda::dequantize_f32(t, dw.p, n_rows, k, w.row_bytes, d32.as<float>(), nullptr);
+      cuda::dequantize_f16(t, dw.p, n_rows, k, w.row_bytes, d16.as<__half>(), nullptr);
+      cuda::dequantize_bf16(t, dw.p, n_rows, k, w.row_bytes, db16.as<__nv_bfloat16>(), nullptr);
+      CUDA_OK(cudaDeviceSynchronize());
+      std::vector<uint32_t> o32(n);
+      std::vector<uint16_t> o16(n), ob16(n);
+      CUDA_OK(cudaMemcpy(o32.data(), d32.p, n * 4, cudaMemcpyDeviceToHost));
+      CUDA_OK(cudaMemcpy(o16.data(), d16.p, n * 2, cudaMemcpyDeviceToHost));
+      CUDA_OK(cudaMemcpy(ob16.data(), db16.p, n * 2, cudaMemcpyDeviceToHost));
+      int bad = 0;
+      for (size_t i = 0; i < n && bad < 5; ++i) {
+        uint32_t want;
+        std::memcpy(&want, &w.ref[i], 4);
+        const uint16_t want16 = f32_to_f16(w.ref[i]), wantb = f32_to_bf16(w.ref[i]);
+        if (o32[i] != want || o16[i] != want16 || ob16[i] != wantb) {
+          ++bad;
+          ADD_FAILURE() << label(t, n_rows, k) << " element " << i << ": f32 " << std::hex << o32[i] << " want "
+                        << want << ", f16 " << o16[i] << " want " << want16 << ", bf16 " << ob16[i] << " want "
+                        << wantb;
+        }
+      }
+      checked += int64_t(n);
+    }
+  }
+  EXPECT_GT(checked, 1000000);
+}
+
+// Embedding lookup: exact reference rows, repeated and out-of-order ids, a padded output stride.
+TEST(QuantKernels, EmbedRowsExact) {
+  REQUIRE_CUDA_DEVICE();
+  for (GgmlType t : kTypes) {
+    const int64_t k = ggml_traits(t).block_elems == 256 ? 512 : (ggml_traits(t).block_elems == 32 ? 160 : 77);
+    const int64_t vocab = 300;
+    const Weights w = make_weights(t, vocab, k, 4, 7u + uint32_t(t));  // F32 rows stay 4-byte aligned
+    const std::vector<int32_t> tokens = {5, 299, 0, 5, 123, 42, 298, 1, 250};
+    const int32_t n_tok = int32_t(tokens.size());
+    const int64_t stride = k + 5;
+    DevBuf dw(w.bytes.size()), dt(tokens.size() * 4), dout(size_t(n_tok * stride) * 4);
+    ASSERT_TRUE(dw.p && dt.p && dout.p);
+    CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dt.p, tokens.data(), tokens.size() * 4, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(dout.p, 0xFF, dout.bytes));
+    cuda::embed_rows(t, dw.p, k, w.row_bytes, dt.as<int32_t>(), n_tok, dout.as<float>(), stride, nullptr);
+    CUDA_OK(cudaDeviceSynchronize());
+    std::vector<float> out(size_t(n_tok * stride));
+    CUDA_OK(cudaMemcpy(out.data(), dout.p, dout.bytes, cudaMemcpyDeviceToHost));
+    int bad = 0;
+    for (int32_t i = 0; i < n_tok && bad < 5; ++i)
+      for (int64_t j = 0; j < stride && bad < 5; ++j) {
+        const float got = out[size_t(i * stride + j)];
+        if (j >= k) {
+          if (!is_poison_f32(got)) ++bad, ADD_FAILURE() << ggml_type_name(t) << ": wrote padding at " << i << "," << j;
+          continue;
+        }
+        const float want = w.ref[size_t(tokens[size_t(i)] * k + j)];
+        if (std::memcmp(&got, &want, 4) != 0)
+          ++bad, ADD_FAILURE() << ggml_type_name(t) << " token " << i << " element " << j << ": " << got << " want "
+                               << want;
+      }
+  }
+}
+
+// matvec against the exact product of the reference weights with x (in double).
+//
+// Tolerance: the kernel sums, per output, products q_j*x_j of exact small integers q_j with x in
+// f32 (chunks of 8), scales each chunk sum once (scale*s + bias*Σx), accumulates the chunks of a
+// lane in sequence, then reduces 32 lanes and up to 8 warps in trees. Every output is thus a sum
+// whose longest chain of f32 roundings is at most 8 + k/256 + 2 + 5 + 8 ≤ 40 for k ≤ 4096, so
+// |error| ≤ 40·2^-24·Σ|terms| ≈ 2.4e-6·Σ|terms|. The terms are bounded by (|scale·q_j| + |bias|)·|x_j|
+// rather than |w_j·x_j|, and the reference w_j itself carries one rounding of scale·q_j + bias;
+// for weights quantized from data (scale·q and bias of a block are both within about the block's
+// range of |w|) that is at most ~3·Σ|w_j·x_j|, giving ~7e-6·Σ|w·x| in the worst case. Hence the
+// tolerance 1e-5·Σ|w_j·x_j| per output; the typical error (random-walk) is orders smaller.
+TEST(QuantKernels, MatvecMatchesReference) {
+  REQUIRE_CUDA_DEVICE();
+  int64_t checked = 0;
+  for (GgmlType t : kTypes) {
+    const auto shapes = shapes_for(t);
+    for (size_t si = 0; si < shapes.size(); ++si) {
+      const auto [n_rows, k] = shapes[si];
+      const bool flt = ggml_traits(t).block_elems == 1;
+      // Float rows padded to keep 16-byte alignment (the vector path) except for odd k.
+      const size_t pad = flt ? (ggml_row_bytes(t, k) % 16 ? 0 : 16) : 10;
+      const Weights w = make_weights(t, n_rows, k, pad, uint32_t(si * 7919 + unsigned(t)));
+      DevBuf dw(w.bytes.size());
+      ASSERT_TRUE(dw.p);
+      CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
+      for (int nx = 1; nx <= cuda::kMaxMatvecRows; ++nx) {
+        // Alternate x strides: k+4 (16-byte aligned rows: vector loads) and k+3 (scalar loads).
+        const int64_t xs = k + ((nx + int(si)) % 2 ? 4 : 3), ys = n_rows + 5;
+        std::mt19937 rng(uint32_t(nx * 1000 + si));
+        std::uniform_real_distribution<float> ud(-1.0f, 1.0f);
+        std::vector<float> x(size_t(nx * xs));
+        for (auto& v : x) v = ud(rng);
+        DevBuf dx(x.size() * 4), dy(size_t(nx * ys) * 4);
+        ASSERT_TRUE(dx.p && dy.p);
+        CUDA_OK(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemset(dy.p, 0xFF, dy.bytes));
+        cuda::matvec(t, dw.p, n_rows, k, w.row_bytes, dx.as<float>(), xs, nx, dy.as<float>(), ys, nullptr);
+        CUDA_OK(cudaDeviceSynchronize());
+        std::vector<float> y(size_t(nx * ys));
+        CUDA_OK(cudaMemcpy(y.data(), dy.p, dy.bytes, cudaMemcpyDeviceToHost));
+        int bad = 0;
+        for (int tx = 0; tx < nx && bad < 5; ++tx) {
+          for (int64_t r = 0; r < ys && bad < 5; ++r) {
+            const float got = y[size_t(tx * ys + r)];
+            if (r >= n_rows) {
+              if (!is_poison_f32(got)) ++bad, ADD_FAILURE() << label(t, n_rows, k) << ": wrote y padding";
+              continue;
+            }
+            double exact = 0, mag = 0;
+            for (int64_t j = 0; j < k; ++j) {
+              const double p = double(w.ref[size_t(r * k + j)]) * double(x[size_t(tx * xs + j)]);
+              exact += p;
+              mag += std::fabs(p);
+            }
+            ASSERT_GT(mag, 0.0) << label(t, n_rows, k);  // the comparison must not be vacuous
+            const double err = std::fabs(double(got) - exact);
+            if (!(err <= 1e-5 * mag)) {  // also catches NaN (poison left in place)
+              ++bad;
+              ADD_FAILURE() << label(t, n_rows, k) << " nx=" << nx << " x row " << tx << " output " << r << ": got "
+                            << got << " want " << exact << " (|error| " << err << ", Σ|w·x| " << mag << ")";
+            }
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 100000);
+}
+
+// Large row counts and the fastest path's deep k: every row of a 4096-row Q4_K / Q8_0 / F16 matrix.
+TEST(QuantKernels, MatvecLargeMatrix) {
+  REQUIRE_CUDA_DEVICE();
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::F16, GgmlType::Q6_K}) {
+    const int64_t n_rows = 4099, k = 4096;
+    const Weights w = make_weights(t, n_rows, k, 0, 99u + unsigned(t));
+    std::vector<float> x(static_cast<size_t>(k));
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> ud(-1.0f, 1.0f);
+    for (auto& v : x) v = ud(rng);
+    DevBuf dw(w.bytes.size()), dx(x.size() * 4), dy(size_t(n_rows) * 4);
+    ASSERT_TRUE(dw.p && dx.p && dy.p);
+    CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(dy.p, 0xFF, dy.bytes));
+    cuda::matvec(t, dw.p, n_rows, k, w.row_bytes, dx.as<float>(), k, 1, dy.as<float>(), n_rows, nullptr);
+    CUDA_OK(cudaDeviceSynchronize());
+    std::vector<float> y(static_cast<size_t>(n_rows));
+    CUDA_OK(cudaMemcpy(y.data(), dy.p, dy.bytes, cudaMemcpyDeviceToHost));
+    int bad = 0;
+    for (int64_t r = 0; r < n_rows && bad < 5; ++r) {
+      double exact = 0, mag = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        const double p = double(w.ref[size_t(r * k + j)]) * double(x[size_t(j)]);
+        exact += p;
+        mag += std::fabs(p);
+      }
+      const double err = std::fabs(double(y[size_t(r)]) - exact);
+      if (!(err <= 1e-5 * mag))
+        ++bad, ADD_FAILURE() << label(t, n_rows, k) << " row " << r << ": got " << y[size_t(r)] << " want " << exact;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cera
