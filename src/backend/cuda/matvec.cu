@@ -6,7 +6,9 @@
 //  * per tile a warp fetches the R rows' raw bytes with 16-byte, L1-bypassing loads from 16-byte
 //    aligned addresses (rows of 18/22/34-byte blocks are only 2-byte aligned; an aligned 16-byte
 //    load that holds at least one byte of the row cannot fault) into its own shared-memory
-//    stage, then each lane decodes 8-element chunks from there. Float weights skip the stage and
+//    stage, then each lane decodes 8-element chunks from there, while the loads of the warp's
+//    next tile are already in flight (software pipeline; the launch gives each warp several tiles
+//    where the matrix is large enough to keep every SM busy). Float weights skip the stage and
 //    are loaded straight into registers (rows are 16-byte aligned on that path);
 //  * x is read through L1 (it is small and every block reads it) and each 8-element slice of x is
 //    reused for all R rows from registers, which keeps L1 traffic below the weight stream's;
@@ -42,7 +44,6 @@ struct Stage {  // geometry of one row's staged tile (quant types)
   static constexpr int kTileBytes = MatvecShape<T>::kTile / Block<T>::kElems * Block<T>::kBytes;
   static constexpr int kVecs = (kTileBytes + 15) / 16 + 1;  // +1: the row may start mid-vector
   static constexpr int kSlot = kVecs * 16;
-  static constexpr int kLoadsPerLane = (kVecs + 31) / 32;
 };
 
 template <GgmlType T>
@@ -120,11 +121,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
     for (int t = 0; t < NX; ++t) acc[r][t] = 0.0f;
 
   const int64_t n_tiles = (k + S::kTile - 1) / S::kTile;
-  for (int64_t tile = warp; tile < n_tiles; tile += n_warps) {
-    const int64_t e_tile = tile * S::kTile;
-    if constexpr (S::kFloat) {
-      constexpr int kVecsPerChunk = T == GgmlType::F32 ? 2 : 1;
-      constexpr int kElemBytes = T == GgmlType::F32 ? 4 : 2;
+  if constexpr (S::kFloat) {
+    constexpr int kVecsPerChunk = T == GgmlType::F32 ? 2 : 1;
+    constexpr int kElemBytes = T == GgmlType::F32 ? 4 : 2;
+    for (int64_t tile = warp; tile < n_tiles; tile += n_warps) {
+      const int64_t e_tile = tile * S::kTile;
       // All of this tile's loads first, so they are in flight together.
       uint4 raw[S::kChunksPerLane][R][kVecsPerChunk];
 #pragma unroll
@@ -153,33 +154,43 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
             for (int j = 0; j < 8; ++j) acc[r][t] = fmaf(wv[j], xv[t][j], acc[r][t]);
         }
       }
-    } else {
-      using B = Block<T>;
-      using G = Stage<T>;
-      uint8_t* stage = reinterpret_cast<uint8_t*>(smem) + size_t(warp) * R * G::kSlot;
-      const int64_t data_bytes = k / B::kElems * B::kBytes;
+    }
+  } else {
+    using B = Block<T>;
+    using G = Stage<T>;
+    // The R rows' staged tiles lie back to back in the warp's stage, kVecs 16-byte vectors each,
+    // so linear vector i of the tile goes to stage vector i: row i / kVecs, vector i % kVecs.
+    constexpr int kLin = (R * G::kVecs + 31) / 32;
+    uint8_t* stage = reinterpret_cast<uint8_t*>(smem) + size_t(warp) * R * G::kSlot;
+    const int64_t data_bytes = k / B::kElems * B::kBytes;
+    // Issues the loads of `tile` into raw; returns which of them hold bytes of the rows.
+    auto fetch = [&](int64_t tile, uint4 (&raw)[kLin]) {
       const int64_t off = tile * G::kTileBytes;
-      const int bytes = int(data_bytes - off < G::kTileBytes ? data_bytes - off : G::kTileBytes);
-      int phase[R];
-      uint4 raw[R][G::kLoadsPerLane];
+      const int64_t bytes = data_bytes - off < G::kTileBytes ? data_bytes - off : G::kTileBytes;
+      uint32_t valid = 0;
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const uintptr_t a = reinterpret_cast<uintptr_t>(rows[r] + off);
-        phase[r] = int(a & 15);
-        const uint4* src = reinterpret_cast<const uint4*>(a - phase[r]);
-        const int n_vecs = (phase[r] + bytes + 15) >> 4;
-#pragma unroll
-        for (int i = 0; i < G::kLoadsPerLane; ++i)
-          if (lane + 32 * i < n_vecs) raw[r][i] = ld_stream(src + lane + 32 * i);
+      for (int m = 0; m < kLin; ++m) {
+        const int i = lane + 32 * m, r = i / G::kVecs, v = i - r * G::kVecs;
+        if (r < R) {
+          const uintptr_t a = reinterpret_cast<uintptr_t>(w + size_t(min(row0 + r, n_rows - 1)) * row_bytes + off);
+          if (v < ((a & 15) + bytes + 15) >> 4) {
+            raw[m] = ld_stream(reinterpret_cast<const uint4*>(a & ~uintptr_t(15)) + v);
+            valid |= 1u << m;
+          }
+        }
       }
+      return valid;
+    };
+    // Software pipeline: the next tile's loads are in flight while this tile is decoded.
+    uint4 raw[kLin];
+    uint32_t valid = warp < n_tiles ? fetch(warp, raw) : 0;
+    for (int64_t tile = warp; tile < n_tiles; tile += n_warps) {
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const int n_vecs = (phase[r] + bytes + 15) >> 4;
-#pragma unroll
-        for (int i = 0; i < G::kLoadsPerLane; ++i)
-          if (lane + 32 * i < n_vecs) reinterpret_cast<uint4*>(stage + r * G::kSlot)[lane + 32 * i] = raw[r][i];
-      }
+      for (int m = 0; m < kLin; ++m)
+        if (valid >> m & 1) reinterpret_cast<uint4*>(stage)[lane + 32 * m] = raw[m];
       __syncwarp();
+      if (tile + n_warps < n_tiles) valid = fetch(tile + n_warps, raw);
+      const int64_t e_tile = tile * S::kTile, off = tile * G::kTileBytes;
 #pragma unroll
       for (int u = 0; u < S::kChunksPerLane; ++u) {
         const int c = lane + 32 * u;  // chunk within the tile
@@ -190,15 +201,15 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
         float xsum[NX];
         if constexpr (B::kHasBias) {
 #pragma unroll
-          for (int t = 0; t < NX; ++t) {
+          for (int t = 0; t < NX; ++t)
             xsum[t] = ((xv[t][0] + xv[t][1]) + (xv[t][2] + xv[t][3])) + ((xv[t][4] + xv[t][5]) + (xv[t][6] + xv[t][7]));
-          }
         }
         const int blk = (8 * c) / B::kElems, part = ((8 * c) % B::kElems) / 8;
 #pragma unroll
         for (int r = 0; r < R; ++r) {
+          const int phase = int(reinterpret_cast<uintptr_t>(rows[r] + off) & 15);
           Chunk8 ch;
-          B::decode(stage + r * G::kSlot + phase[r] + blk * B::kBytes, part, ch);
+          B::decode(stage + r * G::kSlot + phase + blk * B::kBytes, part, ch);
 #pragma unroll
           for (int t = 0; t < NX; ++t) {
             float s = 0.0f;
@@ -260,15 +271,33 @@ __global__ void matvec_float_fallback_kernel(const uint8_t* __restrict__ w, int6
   }
 }
 
+// Multiprocessors of the current device (cached per device; no synchronisation, capture-safe).
+int sm_count() {
+  static int cached[64] = {};
+  int dev = 0;
+  CERA_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= 64) return 132;
+  if (cached[dev] == 0) CERA_CUDA_CHECK(cudaDeviceGetAttribute(&cached[dev], cudaDevAttrMultiProcessorCount, dev));
+  return cached[dev];
+}
+
 template <GgmlType T, int NX>
 void launch_nx(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const float* x, int64_t x_stride,
                float* y, int64_t y_stride, cudaStream_t stream) {
   using S = MatvecShape<T>;
   const int64_t n_tiles = (k + S::kTile - 1) / S::kTile;
-  const int warps = int(std::clamp<int64_t>(n_tiles, 1, kMaxWarps));
+  const int64_t blocks = (n_rows + S::kRows - 1) / S::kRows;
+  int warps = int(std::clamp<int64_t>(n_tiles, 1, kMaxWarps));
+  if constexpr (!S::kFloat) {
+    // Quant rows pipeline their tiles, which pays only when a warp has several: split k over the
+    // fewest warps (a power of two) that still give every SM ~24 warps.
+    const int64_t want = int64_t(sm_count()) * 24;
+    int wq = 1;
+    while (wq < warps && blocks * wq < want) wq *= 2;
+    warps = std::min(wq, warps);
+  }
   const size_t smem = size_t(warps) * S::kRows * (NX * sizeof(float) + stage_slot<T>());
   const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && x_stride % 4 == 0;
-  const int64_t blocks = (n_rows + S::kRows - 1) / S::kRows;
   matvec_kernel<T, NX><<<unsigned(blocks), warps * 32, smem, stream>>>(
       static_cast<const uint8_t*>(w), n_rows, k, row_bytes, x, x_stride, x_vec, y, y_stride);
 }
