@@ -17,7 +17,12 @@ namespace cera {
 
 struct EngineOptions {
   std::string model_path;    // a GGUF file
-  int32_t n_threads = 0;     // 0: all hardware threads
+  int32_t n_threads = 0;     // 0: all hardware threads (CPU backend)
+  // Where the model runs: "cpu" or "cuda". Empty: "cuda" when n_gpu_layers > 0, else "cpu".
+  std::string device;
+  // llama.cpp's -ngl, for familiarity. cera offloads all layers or none: 0 keeps the model on the
+  // CPU; a value of at least the layer count (e.g. 99) puts it all on the GPU; -1: not given.
+  int32_t n_gpu_layers = -1;
   int32_t n_ctx = 4096;      // tokens per sequence (KV memory is sized from this)
   int32_t n_batch = 512;     // largest number of tokens in one forward step (prefill chunk)
   int32_t n_seq_max = 1;     // sequences alive at once
@@ -136,6 +141,14 @@ class Engine {
   bool is_end_of_generation(int32_t token) const;
 
   std::unique_ptr<Session> new_session();
+
+  // Appends tokens[i] to sessions[i], for every i, in ONE forward step over all of them: batched
+  // decode, the primitive continuous batching is built on (many sequences cost little more than one
+  // while decode is bound by reading the weights). Afterwards sessions[i]->last_logits() is the
+  // distribution after tokens[i], exactly as if each had called append({tokens[i]}).
+  // Throws InvalidArgument for an empty list, mismatched lengths, a session of another engine or
+  // listed twice, or a token outside the vocabulary; OutOfRange when a session's context is full.
+  void decode_batch(std::span<Session* const> sessions, std::span<const int32_t> tokens);
 
  private:
   friend class Session;

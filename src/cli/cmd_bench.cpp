@@ -19,6 +19,8 @@ struct BenchFlags {
   std::vector<int32_t> n_gen{128};
   int32_t repetitions = 5;
   int32_t shared_prefix = 0;
+  std::vector<int32_t> parallel;  // batched decode: sequences decoded together
+  int32_t parallel_prompt = 128;
 };
 
 struct Stats {
@@ -52,13 +54,24 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("--shared-prefix", f->shared_prefix,
                   "also measure the prefix cache: a prompt of N+64 tokens, then another sharing its first N")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--parallel", f->parallel,
+                  "batched decode: for each N, N sequences each get a prompt of --parallel-prompt tokens, then "
+                  "decode the first -n length together, one token per sequence per step (aggregate t/s)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--parallel-prompt", f->parallel_prompt, "prompt tokens per sequence for --parallel")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   return {cmd, [f]() {
             EngineOptions eo = f->model.engine;
             int32_t longest = 1;
             for (int32_t n : f->n_prompt) longest = std::max(longest, n);
             for (int32_t n : f->n_gen) longest = std::max(longest, n + 1);
             longest = std::max(longest, f->shared_prefix + 64);
+            const int32_t gen_parallel = f->n_gen.empty() ? 128 : std::max(f->n_gen.front(), 1);
+            if (!f->parallel.empty()) longest = std::max(longest, f->parallel_prompt + gen_parallel + 1);
             eo.n_ctx = std::max(eo.n_ctx, longest);
+            for (int32_t n : f->parallel) eo.n_seq_max = std::max(eo.n_seq_max, n);
             auto engine = Engine::load(eo);
             const ModelInfo& info = engine->info();
             std::mt19937 rng(42);
@@ -108,6 +121,29 @@ Command add_bench_command(CLI::App& app) {
                 if (r >= 0) tps.push_back(n / s);
               }
               row("tg" + std::to_string(n), tps, true);
+            }
+            for (int32_t n_seq : f->parallel) {
+              std::vector<double> tps;
+              for (int32_t r = -1; r < f->repetitions; ++r) {
+                std::vector<std::unique_ptr<Session>> sessions;
+                std::vector<Session*> batch;
+                for (int32_t i = 0; i < n_seq; ++i) {
+                  std::vector<int32_t> prompt(static_cast<size_t>(f->parallel_prompt));
+                  for (auto& t : prompt) t = any_token(rng);
+                  sessions.push_back(engine->new_session());
+                  sessions.back()->append(prompt);
+                  batch.push_back(sessions.back().get());
+                }
+                std::vector<int32_t> tokens(static_cast<size_t>(n_seq));
+                const auto t0 = clock::now();
+                for (int32_t step = 0; step < gen_parallel; ++step) {
+                  for (auto& t : tokens) t = any_token(rng);
+                  engine->decode_batch(batch, tokens);
+                }
+                const double s = std::chrono::duration<double>(clock::now() - t0).count();
+                if (r >= 0) tps.push_back(double(n_seq) * gen_parallel / s);
+              }
+              row("tg" + std::to_string(gen_parallel) + " x" + std::to_string(n_seq) + " seqs", tps, false);
             }
             if (f->shared_prefix > 0) {
               // Two prompts sharing their first N tokens: the second should evaluate only what follows

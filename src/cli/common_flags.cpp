@@ -17,6 +17,11 @@ void add_model_flags(CLI::App& cmd, ModelFlags& f, bool model_required) {
   auto* m = cmd.add_option("-m,--model", f.engine.model_path, "model file (GGUF)");
   if (model_required) m->required();
   cmd.add_option("-t,--threads", f.engine.n_threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  cmd.add_option("--device", f.engine.device, "where the model runs: cpu or cuda (default: cpu, or cuda with -ngl)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd.add_option("--n-gpu-layers", f.engine.n_gpu_layers,
+                 "(or -ngl) layers on the GPU, as in llama.cpp: 0 = none, 99 = all (cera offloads all or none)")
+      ->check(CLI::NonNegativeNumber);
   cmd.add_option("-c,--ctx-size", f.engine.n_ctx, "context size in tokens")->capture_default_str()->check(CLI::PositiveNumber);
   cmd.add_option("-b,--batch-size", f.engine.n_batch, "largest prompt chunk processed in one step")
       ->capture_default_str()

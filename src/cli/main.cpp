@@ -1,5 +1,6 @@
 // `cera`: run, inspect and benchmark LLMs. Every subcommand has --help.
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "cera/error.h"
@@ -19,8 +20,14 @@ int main(int argc, char** argv) {
       cera::cli::add_chat_command(app),      cera::cli::add_embed_command(app),
   };
 
+  // llama.cpp spells some long flags with one dash (-ngl); CLI11 takes one-letter short names only,
+  // so those are rewritten to their long form before parsing.
+  std::vector<char*> args(argv, argv + argc);
+  static char ngl_long[] = "--n-gpu-layers";
+  for (auto& a : args)
+    if (std::strcmp(a, "-ngl") == 0) a = ngl_long;
   try {
-    app.parse(argc, argv);
+    app.parse(int(args.size()), args.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

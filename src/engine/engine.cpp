@@ -2,6 +2,7 @@
 #include <thread>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_backend.h"
 #include "engine/engine_impl.h"
 #include "format/hf/model_source.h"
 
@@ -9,6 +10,29 @@ namespace cera {
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
+
+namespace {
+
+std::unique_ptr<Backend> make_backend(const EngineOptions& options) {
+  std::string device = options.device;
+  if (device.empty()) device = options.n_gpu_layers > 0 ? "cuda" : "cpu";
+  if (device == "cpu") {
+    if (options.n_gpu_layers > 0)
+      throw Error(ErrorCode::InvalidArgument, "-ngl " + std::to_string(options.n_gpu_layers) +
+                                                  " asks for GPU layers but the device is cpu (use --device cuda)");
+    CpuBackendOptions bo;
+    bo.n_threads = options.n_threads;
+    return make_cpu_backend(bo);
+  }
+  if (device == "cuda") {
+    if (options.n_gpu_layers == 0)
+      throw Error(ErrorCode::InvalidArgument, "-ngl 0 keeps every layer on the CPU but the device is cuda");
+    return make_cuda_backend();
+  }
+  throw Error(ErrorCode::InvalidArgument, "unknown device '" + device + "' (expected cpu or cuda)");
+}
+
+}  // namespace
 
 std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
   if (options.model_path.empty())
@@ -20,12 +44,15 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->file = open_model_file(options.model_path);
-  CpuBackendOptions bo;
-  bo.n_threads = options.n_threads;
-  impl->backend = make_cpu_backend(bo);
+  impl->backend = make_backend(options);
   ModelOptions mo;
   mo.max_batch_tokens = std::min(options.n_batch, options.n_ctx * options.n_seq_max);
   impl->model = load_model(*impl->file, *impl->backend, mo);
+  const int32_t n_layer = impl->model->hparams().n_layer;
+  if (options.n_gpu_layers > 0 && options.n_gpu_layers < n_layer)
+    throw Error(ErrorCode::Unsupported, "partial offload (-ngl " + std::to_string(options.n_gpu_layers) + " of " +
+                                            std::to_string(n_layer) +
+                                            " layers) is not supported: use -ngl 99 (all layers) or --device cpu");
   impl->tokenizer = std::make_unique<Tokenizer>(vocab_from_gguf(*impl->file));
 
   const ModelHparams& hp = impl->model->hparams();

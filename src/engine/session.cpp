@@ -88,6 +88,41 @@ std::unique_ptr<Session> Engine::new_session() {
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
 
+void Engine::decode_batch(std::span<Session* const> sessions, std::span<const int32_t> tokens) {
+  if (sessions.empty()) throw Error(ErrorCode::InvalidArgument, "decode_batch: no sessions");
+  if (sessions.size() != tokens.size())
+    throw Error(ErrorCode::InvalidArgument, "decode_batch: " + std::to_string(sessions.size()) + " sessions but " +
+                                                std::to_string(tokens.size()) + " tokens");
+  std::vector<Engine::Impl::SeqInput> inputs;
+  std::vector<int32_t> seen;
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    if (!sessions[i] || sessions[i]->impl_->engine != impl_.get())
+      throw Error(ErrorCode::InvalidArgument, "decode_batch: session " + std::to_string(i) + " is not of this engine");
+    Session::Impl& s = *sessions[i]->impl_;
+    if (std::find(seen.begin(), seen.end(), s.seq_id) != seen.end())
+      throw Error(ErrorCode::InvalidArgument, "decode_batch: session " + std::to_string(i) + " is listed twice");
+    seen.push_back(s.seq_id);
+    if (tokens[i] < 0 || tokens[i] >= s.n_vocab)
+      throw Error(ErrorCode::InvalidArgument, "token id " + std::to_string(tokens[i]) +
+                                                  " is outside the vocabulary (0.." + std::to_string(s.n_vocab - 1) + ")");
+    s.throw_if_cancelled();
+    inputs.push_back({s.seq_id, tokens.subspan(i, 1), false});
+  }
+  std::vector<float> logits, hidden;
+  impl_->step(inputs, logits, impl_->options.embeddings ? &hidden : nullptr);
+  const size_t V = size_t(impl_->info.n_vocab), E = size_t(impl_->info.n_embd);
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    Session::Impl& s = *sessions[i]->impl_;
+    s.reused = 0;
+    s.logits.assign(logits.begin() + long(i * V), logits.begin() + long((i + 1) * V));
+    if (hidden.empty()) s.embeddings.clear();
+    else s.embeddings.assign(hidden.begin() + long(i * E), hidden.begin() + long((i + 1) * E));
+    s.history.push_back(tokens[i]);
+    s.chat_fed.reset();  // the session now holds text its chat rendering does not know
+    s.publish_to_cache();
+  }
+}
+
 void Session::append(std::span<const int32_t> tokens, bool all_logits) {
   if (tokens.empty()) throw Error(ErrorCode::InvalidArgument, "append: no tokens");
   for (int32_t t : tokens)

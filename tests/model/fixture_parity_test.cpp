@@ -8,72 +8,23 @@
 
 #include "cera/engine.h"
 #include "format/safetensors.h"
-#include "support/fixture_models.h"
-#include "support/fixtures.h"
-#include "support/logits.h"
+#include "support/fixture_parity.h"
 
 namespace cera {
 namespace {
 
-struct FileCase {
-  const char* model;
-  const char* type;
-  double llamacpp_rel_rms;  // llama.cpp's own error vs HF (fixtures README table)
-  bool is_float;
-};
+using FileCase = test::FixtureFile;
+using test::prompt_logits;
+using test::reference_logits;
+using test::rel_rms;
 
-const FileCase kCases[] = {
-    {"lfm2-tiny", "BF16", 1.17e-2, true},    {"lfm2-tiny", "F16", 4.54e-3, true},
-    {"lfm2-tiny", "Q8_0", 6.25e-2, false},   {"lfm2-tiny", "Q6_K", 0.160, false},
-    {"lfm2-tiny", "Q5_K_M", 0.275, false},   {"lfm2-tiny", "Q5_0", 0.299, false},
-    {"lfm2-tiny", "Q5_1", 0.299, false},     {"lfm2-tiny", "Q4_K_M", 0.476, false},
-    {"lfm2-tiny", "Q4_0", 0.556, false},     {"lfm2-tiny", "Q4_1", 0.513, false},
-    {"lfm2-tiny", "Q3_K_M", 0.808, false},   {"lfm2-tiny", "Q2_K", 1.137, false},
-    {"llama-tiny", "BF16", 5.95e-3, true},   {"llama-tiny", "Q8_0", 3.28e-2, false},
-    {"llama-tiny", "Q4_K_M", 0.301, false},  {"qwen2-tiny", "BF16", 6.14e-3, true},
-    {"qwen2-tiny", "Q8_0", 3.33e-2, false},  {"qwen2-tiny", "Q4_K_M", 0.270, false},
-    {"qwen3-tiny", "BF16", 6.41e-3, true},   {"qwen3-tiny", "Q8_0", 3.42e-2, false},
-    {"qwen3-tiny", "Q4_K_M", 0.284, false},
-};
-
-std::string case_name(const FileCase& c) {
-  std::string s = std::string(c.model) + "_" + c.type;
-  std::replace(s.begin(), s.end(), '-', '_');
-  return s;
-}
+std::string case_name(const FileCase& c) { return test::fixture_case_name(c); }
 
 std::unique_ptr<Engine> load(const std::string& path) {
   EngineOptions o;
   o.model_path = path;
   o.n_ctx = 512;
   return Engine::load(o);
-}
-
-// Logits of every prompt at every position, concatenated.
-std::vector<float> prompt_logits(Engine& engine, const std::vector<test::FixturePrompt>& prompts) {
-  std::vector<float> out;
-  for (const auto& p : prompts) {
-    auto session = engine.new_session();
-    session->append(p.ids, /*all_logits=*/true);
-    out.insert(out.end(), session->logits().begin(), session->logits().end());
-  }
-  return out;
-}
-
-std::vector<float> reference_logits(const std::string& model, const std::string& file, size_t n_prompts) {
-  const auto ref = safetensors::File::open(test::fixture_path("models/" + model + "/ref/" + file));
-  std::vector<float> out;
-  for (size_t i = 0; i < n_prompts; ++i) {
-    const auto v = ref->get("p" + std::to_string(i) + ".logits").to_f32();
-    out.insert(out.end(), v.begin(), v.end());
-  }
-  return out;
-}
-
-double rel_rms(const std::vector<float>& ours, const std::vector<float>& ref) {
-  test::RelRms r;
-  r.add(ours, ref);
-  return r.value();
 }
 
 class FixtureParity : public ::testing::TestWithParam<FileCase> {};
@@ -134,7 +85,7 @@ TEST_P(FixtureParity, PrefillEqualsTokenByTokenDecode) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllFixtureFiles, FixtureParity, ::testing::ValuesIn(kCases),
+INSTANTIATE_TEST_SUITE_P(AllFixtureFiles, FixtureParity, ::testing::ValuesIn(test::kFixtureFiles),
                          [](const auto& info) { return case_name(info.param); });
 
 // Greedy continuation of the BF16 file equals HF generate(); a divergence is accepted only right

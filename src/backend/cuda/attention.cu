@@ -1,0 +1,345 @@
+// Causal GQA attention over the paged F32 KV cache, flash-style (online softmax, no score matrix in
+// memory). Two kernels of one family: a query-tiled kernel for prefill, where a block shares each K/V
+// tile among up to 64 (token, head) rows; and a split-K kernel for decode, where one token per
+// sequence leaves too little work per block unless each sequence's keys are spread over blocks.
+#include <cfloat>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/ops.h"
+#include "cera/error.h"
+
+namespace cera::cuda {
+namespace {
+
+__device__ inline float* k_at(const KvLayer& kv, const int32_t* table, int32_t pos) {
+  const int32_t b = table[pos / kv.block_size];
+  return kv.base + (int64_t(b) * 2 * kv.block_size + pos % kv.block_size) * kv.kv_dim;
+}
+
+__global__ void store_kv_kernel(KvLayer kv, StepView step, const float* k, int64_t ks, const float* v, int64_t vs) {
+  const int32_t t = blockIdx.x;
+  const DeviceSeq sq = step.seqs[step.token_seq[t]];
+  const int32_t pos = sq.n_past + (t - sq.first_token);
+  const int32_t* table = step.block_tables + sq.block_offset;
+  float* kd = k_at(kv, table, pos);
+  float* vd = kd + int64_t(kv.block_size) * kv.kv_dim;
+  for (int32_t c = threadIdx.x; c < kv.kv_dim; c += blockDim.x) {
+    kd[c] = k[int64_t(t) * ks + c];
+    vd[c] = v[int64_t(t) * vs + c];
+  }
+}
+
+// ---- prefill: grid (n_tiles, n_head_kv × row_chunks), 256 threads = 64 rows × 4 threads. A tile
+// has kAttentionTileTokens × group rows (token, q head); a block takes 64 of them. Each row's
+// 4 threads hold every 4th element of the head.
+constexpr int kPrefillThreads = 256;
+constexpr int kPrefillRows = 64;
+
+template <int kMaxHd>
+__global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(KvLayer kv, StepView step, const float* q,
+                                                                  int64_t qs, float* out, int64_t os,
+                                                                  AttentionShape sh, int32_t group,
+                                                                  int32_t row_chunks) {
+  constexpr int E = kMaxHd / 4;
+  constexpr int KT = kMaxHd <= 128 ? 32 : 16;  // keys per shared-memory tile
+  __shared__ float ks[KT][kMaxHd + 1];         // +1: rows land in different banks
+  __shared__ float vs[KT][kMaxHd + 1];
+
+  const int32_t hd = sh.head_dim;
+  const AttentionTile tile = step.tiles[blockIdx.x];
+  const DeviceSeq sq = step.seqs[tile.seq];
+  const int32_t* table = step.block_tables + sq.block_offset;
+  const int32_t kvh = blockIdx.y / row_chunks;
+  const int32_t row = (blockIdx.y % row_chunks) * kPrefillRows + threadIdx.x / 4, part = threadIdx.x % 4;
+  const bool valid = row < tile.n_tokens * group;
+  const int32_t local = tile.first_local + (valid ? row / group : 0);
+  const int32_t head = kvh * group + (valid ? row % group : 0);
+  const int32_t batch_row = sq.first_token + local;
+  const int32_t q_pos = sq.n_past + local;  // the query's own KV index: keys at or below it are visible
+
+  float qv[E], acc[E];
+#pragma unroll
+  for (int i = 0; i < E; ++i) {
+    const int32_t d = part + 4 * i;
+    qv[i] = (valid && d < hd) ? q[int64_t(batch_row) * qs + int64_t(head) * hd + d] : 0.f;
+    acc[i] = 0.f;
+  }
+  float m = -INFINITY, l = 0.f;
+
+  const int32_t n_keys = sq.n_past + tile.first_local + tile.n_tokens;
+  for (int32_t k0 = 0; k0 < n_keys; k0 += KT) {
+    __syncthreads();
+    for (int32_t idx = threadIdx.x; idx < KT * hd; idx += kPrefillThreads) {
+      const int32_t j = idx / hd, d = idx % hd;
+      const int32_t pos = k0 + j;
+      float kval = 0.f, vval = 0.f;
+      if (pos < n_keys) {
+        const float* kp = k_at(kv, table, pos) + int64_t(kvh) * hd;
+        kval = kp[d];
+        vval = kp[int64_t(kv.block_size) * kv.kv_dim + d];
+      }
+      ks[j][d] = kval;
+      vs[j][d] = vval;
+    }
+    __syncthreads();
+
+    float s[KT];
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < KT; ++j) {
+      float dot = 0.f;
+#pragma unroll
+      for (int i = 0; i < E; ++i)
+        if (part + 4 * i < hd) dot += qv[i] * ks[j][part + 4 * i];
+      dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+      dot += __shfl_xor_sync(0xffffffffu, dot, 2);
+      s[j] = (valid && k0 + j <= q_pos) ? dot * sh.scale : -INFINITY;
+      tile_max = fmaxf(tile_max, s[j]);
+    }
+    const float m_new = fmaxf(m, tile_max);
+    if (m_new == -INFINITY) continue;  // nothing visible yet (or an idle row)
+    const float corr = expf(m - m_new);
+    l *= corr;
+#pragma unroll
+    for (int i = 0; i < E; ++i) acc[i] *= corr;
+#pragma unroll
+    for (int j = 0; j < KT; ++j) {
+      const float p = expf(s[j] - m_new);
+      l += p;
+#pragma unroll
+      for (int i = 0; i < E; ++i)
+        if (part + 4 * i < hd) acc[i] += p * vs[j][part + 4 * i];
+    }
+    m = m_new;
+  }
+  if (!valid) return;
+  const float inv = 1.f / l;
+  float* o = out + int64_t(batch_row) * os + int64_t(head) * hd;
+#pragma unroll
+  for (int i = 0; i < E; ++i)
+    if (part + 4 * i < hd) o[part + 4 * i] = acc[i] * inv;
+}
+
+// ---- decode: grid (T, n_head_kv * head_chunks, kDecodeSplits), 4 warps. A block takes up to
+// kDecodeHeads q heads of one KV group over one split of the keys; each warp takes every 4th key,
+// each lane every 32nd element of a head. Partial (m, l, unnormalised o) go to `partial`.
+constexpr int kDecodeWarps = 4;
+constexpr int kDecodeHeads = 8;
+
+template <int kMaxHd>
+__global__ void __launch_bounds__(kDecodeWarps * 32) decode_kernel(KvLayer kv, StepView step, const float* q,
+                                                                   int64_t qs, AttentionShape sh, int32_t group,
+                                                                   int32_t head_chunks, float* partial) {
+  constexpr int E = kMaxHd / 32;
+  __shared__ float sm_m[kDecodeWarps][kDecodeHeads], sm_l[kDecodeWarps][kDecodeHeads];
+  __shared__ float sm_o[kDecodeWarps][kDecodeHeads][kMaxHd];
+
+  const int32_t t = blockIdx.x;
+  const int32_t kvh = blockIdx.y / head_chunks;
+  const int32_t h0 = kvh * group + (blockIdx.y % head_chunks) * kDecodeHeads;
+  const int32_t nh = min(kDecodeHeads, kvh * group + group - h0);
+  const int32_t split = blockIdx.z;
+  const int32_t hd = sh.head_dim;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  const DeviceSeq sq = step.seqs[step.token_seq[t]];
+  const int32_t* table = step.block_tables + sq.block_offset;
+  const int32_t n_keys = sq.n_past + (t - sq.first_token) + 1;
+  const int32_t per = (n_keys + kDecodeSplits - 1) / kDecodeSplits;
+  const int32_t j0 = split * per, j1 = min(n_keys, j0 + per);
+
+  float qv[kDecodeHeads][E], acc[kDecodeHeads][E], m[kDecodeHeads], l[kDecodeHeads];
+#pragma unroll
+  for (int g = 0; g < kDecodeHeads; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.f;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const int32_t d = lane + 32 * e;
+      qv[g][e] = (g < nh && d < hd) ? q[int64_t(t) * qs + int64_t(h0 + g) * hd + d] : 0.f;
+      acc[g][e] = 0.f;
+    }
+  }
+
+  for (int32_t j = j0 + warp; j < j1; j += kDecodeWarps) {
+    const float* kp = k_at(kv, table, j) + int64_t(kvh) * hd;
+    const float* vp = kp + int64_t(kv.block_size) * kv.kv_dim;
+    float kr[E], vr[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const int32_t d = lane + 32 * e;
+      kr[e] = d < hd ? kp[d] : 0.f;
+      vr[e] = d < hd ? vp[d] : 0.f;
+    }
+#pragma unroll
+    for (int g = 0; g < kDecodeHeads; ++g) {
+      if (g >= nh) break;
+      float dot = 0.f;
+#pragma unroll
+      for (int e = 0; e < E; ++e) dot += qv[g][e] * kr[e];
+      for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+      const float s = dot * sh.scale;
+      if (s > m[g]) {
+        const float corr = expf(m[g] - s);
+        l[g] *= corr;
+#pragma unroll
+        for (int e = 0; e < E; ++e) acc[g][e] *= corr;
+        m[g] = s;
+      }
+      const float p = expf(s - m[g]);
+      l[g] += p;
+#pragma unroll
+      for (int e = 0; e < E; ++e) acc[g][e] += p * vr[e];
+    }
+  }
+
+  // Merge the warps' partial softmaxes, then write this split's part.
+#pragma unroll
+  for (int g = 0; g < kDecodeHeads; ++g) {
+    if (lane == 0) {
+      sm_m[warp][g] = m[g];
+      sm_l[warp][g] = l[g];
+    }
+#pragma unroll
+    for (int e = 0; e < E; ++e)
+      if (lane + 32 * e < kMaxHd) sm_o[warp][g][lane + 32 * e] = acc[g][e];
+  }
+  __syncthreads();
+  const int32_t stride = hd + 2;
+  for (int32_t g = warp; g < nh; g += kDecodeWarps) {
+    float mm = -INFINITY;
+    for (int w = 0; w < kDecodeWarps; ++w) mm = fmaxf(mm, sm_m[w][g]);
+    float* dst = partial + ((int64_t(t) * sh.n_head + h0 + g) * kDecodeSplits + split) * stride;
+    float ll = 0.f;
+    for (int w = 0; w < kDecodeWarps; ++w)
+      if (sm_m[w][g] != -INFINITY) ll += sm_l[w][g] * expf(sm_m[w][g] - mm);
+    for (int32_t d = lane; d < hd; d += 32) {
+      float o = 0.f;
+      for (int w = 0; w < kDecodeWarps; ++w)
+        if (sm_m[w][g] != -INFINITY) o += sm_o[w][g][d] * expf(sm_m[w][g] - mm);
+      dst[2 + d] = o;
+    }
+    if (lane == 0) {
+      dst[0] = mm;
+      dst[1] = ll;
+    }
+  }
+}
+
+// grid (T, n_head), one warp: merges the splits of one (token, head).
+__global__ void decode_combine_kernel(const float* partial, float* out, int64_t os, int32_t n_head, int32_t hd) {
+  const int32_t t = blockIdx.x, h = blockIdx.y;
+  const int32_t stride = hd + 2;
+  const float* p = partial + (int64_t(t) * n_head + h) * kDecodeSplits * stride;
+  float mm = -INFINITY;
+  for (int s = 0; s < kDecodeSplits; ++s) mm = fmaxf(mm, p[s * stride]);
+  float l = 0.f;
+  for (int s = 0; s < kDecodeSplits; ++s)
+    if (p[s * stride] != -INFINITY) l += p[s * stride + 1] * expf(p[s * stride] - mm);
+  const float inv = 1.f / l;
+  for (int32_t d = threadIdx.x; d < hd; d += 32) {
+    float o = 0.f;
+    for (int s = 0; s < kDecodeSplits; ++s)
+      if (p[s * stride] != -INFINITY) o += p[s * stride + 2 + d] * expf(p[s * stride] - mm);
+    out[int64_t(t) * os + int64_t(h) * hd + d] = o * inv;
+  }
+}
+
+__global__ void shift_gather_kernel(KvLayer kv, const int32_t* blocks, int32_t first, int32_t n_head_kv,
+                                    int32_t hd, const float* rc, const float* rs, int32_t n_rot, bool neox,
+                                    float* scratch) {
+  const int32_t i = blockIdx.x;  // i-th moved position
+  const int32_t p = first + i;
+  const float* kp = k_at(kv, blocks, p);
+  const float* vp = kp + int64_t(kv.block_size) * kv.kv_dim;
+  float* sk = scratch + int64_t(i) * 2 * kv.kv_dim;
+  float* sv = sk + kv.kv_dim;
+  for (int32_t c = threadIdx.x; c < kv.kv_dim; c += blockDim.x) {
+    sk[c] = kp[c];
+    sv[c] = vp[c];
+  }
+  __syncthreads();
+  if (!rc) return;
+  const int32_t half = n_rot / 2;
+  for (int32_t w = threadIdx.x; w < n_head_kv * half; w += blockDim.x) {
+    const int32_t h = w / half, j = w % half;
+    float* head = sk + int64_t(h) * hd;
+    const int32_t ia = neox ? j : 2 * j, ib = neox ? j + half : 2 * j + 1;
+    const float a = head[ia], b = head[ib];
+    head[ia] = __fsub_rn(__fmul_rn(a, rc[j]), __fmul_rn(b, rs[j]));
+    head[ib] = __fadd_rn(__fmul_rn(a, rs[j]), __fmul_rn(b, rc[j]));
+  }
+}
+
+__global__ void shift_scatter_kernel(KvLayer kv, const int32_t* blocks, int32_t first, int32_t delta,
+                                     const float* scratch) {
+  const int32_t i = blockIdx.x;
+  const int32_t q = first + i - delta;
+  float* kd = k_at(kv, blocks, q);
+  float* vd = kd + int64_t(kv.block_size) * kv.kv_dim;
+  const float* sk = scratch + int64_t(i) * 2 * kv.kv_dim;
+  for (int32_t c = threadIdx.x; c < kv.kv_dim; c += blockDim.x) {
+    kd[c] = sk[c];
+    vd[c] = sk[kv.kv_dim + c];
+  }
+}
+
+int head_dim_bucket(int32_t hd) {
+  if (hd <= 64) return 64;
+  if (hd <= 128) return 128;
+  if (hd <= 256) return 256;
+  throw Error(ErrorCode::Unsupported, "CUDA attention supports head_dim up to 256, not " + std::to_string(hd));
+}
+
+}  // namespace
+
+void store_kv(const KvLayer& kv, const StepView& step, const float* k, int64_t ks, const float* v, int64_t vs,
+              int32_t n_tokens, cudaStream_t s) {
+  if (n_tokens <= 0) return;
+  store_kv_kernel<<<n_tokens, 128, 0, s>>>(kv, step, k, ks, v, vs);
+  CERA_CUDA_CHECK_LAUNCH();
+}
+
+void attention_prefill(const KvLayer& kv, const StepView& step, int32_t n_tiles, const float* q, int64_t qs,
+                       float* out, int64_t os, const AttentionShape& sh, cudaStream_t s) {
+  if (n_tiles <= 0) return;
+  const int32_t group = sh.n_head / sh.n_head_kv;
+  const int32_t chunks = (kAttentionTileTokens * group + kPrefillRows - 1) / kPrefillRows;
+  const dim3 grid(unsigned(n_tiles), unsigned(sh.n_head_kv * chunks));
+  switch (head_dim_bucket(sh.head_dim)) {
+    case 64: prefill_kernel<64><<<grid, kPrefillThreads, 0, s>>>(kv, step, q, qs, out, os, sh, group, chunks); break;
+    case 128: prefill_kernel<128><<<grid, kPrefillThreads, 0, s>>>(kv, step, q, qs, out, os, sh, group, chunks); break;
+    default: prefill_kernel<256><<<grid, kPrefillThreads, 0, s>>>(kv, step, q, qs, out, os, sh, group, chunks); break;
+  }
+  CERA_CUDA_CHECK_LAUNCH();
+}
+
+void attention_decode(const KvLayer& kv, const StepView& step, int32_t n_tokens, const float* q, int64_t qs,
+                      float* out, int64_t os, const AttentionShape& sh, float* partial, cudaStream_t s) {
+  if (n_tokens <= 0) return;
+  const int32_t group = sh.n_head / sh.n_head_kv;
+  const int32_t chunks = (group + kDecodeHeads - 1) / kDecodeHeads;
+  const dim3 grid(unsigned(n_tokens), unsigned(sh.n_head_kv * chunks), kDecodeSplits);
+  const int threads = kDecodeWarps * 32;
+  switch (head_dim_bucket(sh.head_dim)) {
+    case 64: decode_kernel<64><<<grid, threads, 0, s>>>(kv, step, q, qs, sh, group, chunks, partial); break;
+    case 128: decode_kernel<128><<<grid, threads, 0, s>>>(kv, step, q, qs, sh, group, chunks, partial); break;
+    default: decode_kernel<256><<<grid, threads, 0, s>>>(kv, step, q, qs, sh, group, chunks, partial); break;
+  }
+  CERA_CUDA_CHECK_LAUNCH();
+  decode_combine_kernel<<<dim3(unsigned(n_tokens), unsigned(sh.n_head)), 32, 0, s>>>(partial, out, os, sh.n_head,
+                                                                                    sh.head_dim);
+  CERA_CUDA_CHECK_LAUNCH();
+}
+
+void shift_kv(const KvLayer& kv, const int32_t* blocks, int32_t first, int32_t count, int32_t delta,
+              int32_t n_head_kv, int32_t head_dim, const float* rc, const float* rs, int32_t n_rot, bool neox,
+              float* scratch, cudaStream_t s) {
+  if (count <= 0) return;
+  shift_gather_kernel<<<count, 128, 0, s>>>(kv, blocks, first, n_head_kv, head_dim, rc, rs, n_rot, neox, scratch);
+  CERA_CUDA_CHECK_LAUNCH();
+  shift_scatter_kernel<<<count, 128, 0, s>>>(kv, blocks, first, delta, scratch);
+  CERA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace cera::cuda

@@ -1,0 +1,518 @@
+// The CUDA backend (DESIGN.md §3). One stream; weights uploaded once in their stored formats; every
+// op is a kernel launch on the stream, so a step runs without a host synchronisation until read().
+//
+// Graphs: a step where every sequence has one token (decode) is keyed by its shape (tokens,
+// sequences, outputs). The first step of a shape runs eagerly (allocating whatever scratch it needs),
+// the second is captured into a CUDA graph, and later ones replay it: set_step() copies the new
+// metadata into the fixed device buffers the graph reads, the model's op calls return at once, and
+// read() launches the graph. Prefill steps, whose shapes rarely repeat, always run eagerly.
+#include "backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/ops.h"
+#include "backend/cuda/quant_kernels.h"
+#include "backend/cuda/step_meta.h"
+
+namespace cera {
+namespace {
+
+using cuda::DeviceBuffer;
+using cuda::PinnedBuffer;
+
+// The step metadata lives in one device allocation cut into fixed segments, mirrored by a pinned
+// host buffer of the same layout; set_step() fills the host side and copies the used parts.
+struct MetaLayout {
+  int32_t cap_tokens = 0, cap_seqs = 0, cap_blocks = 0;
+  size_t tokens = 0, positions = 0, token_seq = 0, output_rows = 0, seqs = 0, tiles = 0, blocks = 0, total = 0;
+
+  static MetaLayout make(int32_t cap_tokens, int32_t cap_seqs, int32_t cap_blocks) {
+    MetaLayout m;
+    m.cap_tokens = cap_tokens;
+    m.cap_seqs = cap_seqs;
+    m.cap_blocks = cap_blocks;
+    size_t off = 0;
+    auto take = [&](size_t bytes) {
+      const size_t at = off;
+      off += (bytes + 255) / 256 * 256;
+      return at;
+    };
+    m.tokens = take(sizeof(int32_t) * size_t(cap_tokens));
+    m.positions = take(sizeof(int32_t) * size_t(cap_tokens));
+    m.token_seq = take(sizeof(int32_t) * size_t(cap_tokens));
+    m.output_rows = take(sizeof(int32_t) * size_t(cap_tokens));
+    m.seqs = take(sizeof(cuda::DeviceSeq) * size_t(cap_seqs));
+    m.tiles = take(sizeof(cuda::AttentionTile) * size_t(cap_tokens));  // never more tiles than tokens
+    m.blocks = take(sizeof(int32_t) * size_t(cap_blocks));
+    m.total = off;
+    return m;
+  }
+};
+
+// Steps with the same key run the same launches with the same arguments.
+struct StepKey {
+  int32_t n_tokens, n_seqs, n_out;
+  auto operator<=>(const StepKey&) const = default;
+};
+
+class CudaGraph {
+ public:
+  CudaGraph() = default;
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+  ~CudaGraph() {
+    if (exec_) cudaGraphExecDestroy(exec_);
+    if (graph_) cudaGraphDestroy(graph_);
+  }
+  void set(cudaGraph_t g, cudaGraphExec_t e) {
+    graph_ = g;
+    exec_ = e;
+  }
+  cudaGraphExec_t exec() const { return exec_; }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const CudaBackendOptions& o) : options_(o) {
+    CERA_CUDA_CHECK(cudaSetDevice(o.device));
+    CERA_CUDA_CHECK(cudaGetDeviceProperties(&props_, o.device));
+    CERA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    gemm_ = std::make_unique<cuda::Gemm>(stream_);
+  }
+
+  ~CudaBackend() override {
+    graphs_.clear();
+    gemm_.reset();
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  std::string name() const override {
+    return "cuda (" + std::string(props_.name) + ", sm_" + std::to_string(props_.major) +
+           std::to_string(props_.minor) + ", " + std::to_string(props_.totalGlobalMem >> 30) + " GiB)";
+  }
+
+  // ---- memory
+  Tensor upload_weight(GgmlType type, int64_t rows, int64_t cols, const void* data) override {
+    if (!cuda::supports_weight_type(type))
+      throw Error(ErrorCode::Unsupported,
+                  "the CUDA backend cannot compute with " + std::string(ggml_type_name(type)) + " weights");
+    Tensor t;
+    t.type = type;
+    t.rows = rows;
+    t.cols = cols;
+    t.row_bytes = ggml_row_bytes(type, cols);
+    const size_t bytes = t.row_bytes * size_t(rows);
+    buffers_.emplace_back(bytes);
+    CERA_CUDA_CHECK(cudaMemcpy(buffers_.back().get(), data, bytes, cudaMemcpyHostToDevice));
+    t.data = buffers_.back().get();
+    max_weight_cols_ = std::max(max_weight_cols_, cols);
+    return t;
+  }
+
+  Tensor alloc(int64_t rows, int64_t cols) override {
+    const size_t bytes = size_t(rows) * size_t(cols) * sizeof(float);
+    buffers_.emplace_back(bytes);
+    CERA_CUDA_CHECK(cudaMemsetAsync(buffers_.back().get(), 0, bytes, stream_));
+    Tensor t;
+    t.data = buffers_.back().get();
+    t.rows = rows;
+    t.cols = cols;
+    t.row_bytes = size_t(cols) * sizeof(float);
+    return t;
+  }
+
+  void configure_state(const StateLayout& layout) override {
+    state_op();
+    layout_ = layout;
+    kv_.reset(sizeof(float) * size_t(layout.n_attention_layers) * layout.n_kv_blocks * 2 * layout.kv_block_size *
+              layout.kv_dim);
+    conv_.reset(sizeof(float) * size_t(layout.n_conv_layers) * layout.n_conv_slots * layout.conv_state_dim);
+    if (kv_.get()) CERA_CUDA_CHECK(cudaMemsetAsync(kv_.get(), 0, kv_.bytes(), stream_));
+    if (conv_.get()) CERA_CUDA_CHECK(cudaMemsetAsync(conv_.get(), 0, conv_.bytes(), stream_));
+    invalidate_graphs();
+  }
+
+  void clear_conv_slot(int32_t slot) override {
+    state_op();
+    for (int32_t l = 0; l < layout_.n_conv_layers; ++l)
+      CERA_CUDA_CHECK(cudaMemsetAsync(conv_slot_ptr(l, slot), 0, conv_slot_bytes(), stream_));
+  }
+
+  void copy_conv_slot(int32_t src, int32_t dst) override {
+    state_op();
+    for (int32_t l = 0; l < layout_.n_conv_layers; ++l)
+      CERA_CUDA_CHECK(cudaMemcpyAsync(conv_slot_ptr(l, dst), conv_slot_ptr(l, src), conv_slot_bytes(),
+                                      cudaMemcpyDeviceToDevice, stream_));
+  }
+
+  void copy_kv_block(int32_t src, int32_t dst) override {
+    state_op();
+    const size_t block = size_t(2) * layout_.kv_block_size * layout_.kv_dim;
+    for (int32_t l = 0; l < layout_.n_attention_layers; ++l) {
+      float* base = kv_layer(l).base;
+      CERA_CUDA_CHECK(cudaMemcpyAsync(base + size_t(dst) * block, base + size_t(src) * block, block * sizeof(float),
+                                      cudaMemcpyDeviceToDevice, stream_));
+    }
+  }
+
+  // ---- a step
+  void set_step(const StepInputs& in) override {
+    state_op();
+    const int32_t T = int32_t(in.tokens.size());
+    const int32_t S = int32_t(in.sequences.size());
+    const int32_t n_out = int32_t(in.output_rows.size());
+    if (T > 65535) throw Error(ErrorCode::InvalidArgument, "the CUDA backend takes at most 65535 tokens per step");
+    int32_t n_blocks = 0;
+    for (const auto& s : in.sequences) n_blocks += int32_t(s.kv_blocks.size());
+
+    if (T > meta_.cap_tokens || S > meta_.cap_seqs || n_blocks > meta_.cap_blocks) {
+      meta_ = MetaLayout::make(std::max(T, meta_.cap_tokens * 2), std::max(S, meta_.cap_seqs * 2),
+                               std::max(n_blocks, meta_.cap_blocks * 2));
+      meta_host_.ensure(meta_.total);
+      meta_dev_.reset(meta_.total);
+      invalidate_graphs();
+    }
+    char* h = meta_host_.as<char>();
+    auto* tokens = reinterpret_cast<int32_t*>(h + meta_.tokens);
+    auto* positions = reinterpret_cast<int32_t*>(h + meta_.positions);
+    auto* token_seq = reinterpret_cast<int32_t*>(h + meta_.token_seq);
+    auto* output_rows = reinterpret_cast<int32_t*>(h + meta_.output_rows);
+    auto* seqs = reinterpret_cast<cuda::DeviceSeq*>(h + meta_.seqs);
+    auto* tiles = reinterpret_cast<cuda::AttentionTile*>(h + meta_.tiles);
+    auto* blocks = reinterpret_cast<int32_t*>(h + meta_.blocks);
+
+    std::copy(in.tokens.begin(), in.tokens.end(), tokens);
+    std::copy(in.positions.begin(), in.positions.end(), positions);
+    std::copy(in.output_rows.begin(), in.output_rows.end(), output_rows);
+    host_tokens_.assign(in.tokens.begin(), in.tokens.end());
+    bool decode_shaped = true;
+    int32_t block_off = 0;
+    n_tiles_ = 0;
+    for (int32_t i = 0; i < S; ++i) {
+      const StepSequence& s = in.sequences[size_t(i)];
+      if (s.first_token < 0 || s.n_tokens < 0 || s.first_token + s.n_tokens > T)
+        throw Error(ErrorCode::Internal, "step sequence rows outside the batch");
+      seqs[i] = {s.first_token, s.n_tokens, s.n_past, s.conv_slot, block_off};
+      std::copy(s.kv_blocks.begin(), s.kv_blocks.end(), blocks + block_off);
+      block_off += int32_t(s.kv_blocks.size());
+      for (int32_t t = 0; t < s.n_tokens; ++t) token_seq[s.first_token + t] = i;
+      for (int32_t t0 = 0; t0 < s.n_tokens; t0 += cuda::kAttentionTileTokens)
+        tiles[n_tiles_++] = {i, t0, std::min(cuda::kAttentionTileTokens, s.n_tokens - t0)};
+      decode_shaped = decode_shaped && s.n_tokens == 1;
+    }
+    n_tokens_ = T;
+    n_seqs_ = S;
+    n_out_ = n_out;
+    decode_ = decode_shaped && S == T;
+
+    char* d = meta_dev_.as<char>();
+    auto copy = [&](size_t off, size_t bytes) {
+      if (bytes) CERA_CUDA_CHECK(cudaMemcpyAsync(d + off, h + off, bytes, cudaMemcpyHostToDevice, stream_));
+    };
+    copy(meta_.tokens, sizeof(int32_t) * size_t(T));
+    copy(meta_.positions, sizeof(int32_t) * size_t(T));
+    copy(meta_.token_seq, sizeof(int32_t) * size_t(T));
+    copy(meta_.output_rows, sizeof(int32_t) * size_t(n_out));
+    copy(meta_.seqs, sizeof(cuda::DeviceSeq) * size_t(S));
+    copy(meta_.tiles, sizeof(cuda::AttentionTile) * size_t(n_tiles_));
+    copy(meta_.blocks, sizeof(int32_t) * size_t(block_off));
+    view_ = {reinterpret_cast<const int32_t*>(d + meta_.tokens),       reinterpret_cast<const int32_t*>(d + meta_.positions),
+             reinterpret_cast<const int32_t*>(d + meta_.token_seq),    reinterpret_cast<const cuda::DeviceSeq*>(d + meta_.seqs),
+             reinterpret_cast<const int32_t*>(d + meta_.blocks),       reinterpret_cast<const int32_t*>(d + meta_.output_rows),
+             reinterpret_cast<const cuda::AttentionTile*>(d + meta_.tiles)};
+
+    mode_ = Mode::Eager;
+    if (options_.use_graphs && decode_) {
+      const StepKey key{T, S, n_out};
+      if (auto it = graphs_.find(key); it != graphs_.end()) {
+        mode_ = Mode::Replay;
+        replay_ = it->second.get();
+      } else if (seen_.count(key)) {
+        mode_ = Mode::CapturePending;
+        capture_key_ = key;
+      } else {
+        seen_.insert(key);
+      }
+    }
+  }
+
+  void read(const Tensor& t, float* host) override {
+    finish_step();
+    const size_t row = size_t(t.cols) * sizeof(float);
+    read_host_.ensure(row * size_t(t.rows));
+    CERA_CUDA_CHECK(cudaMemcpy2DAsync(read_host_.as<char>(), row, t.data, t.row_bytes, row, size_t(t.rows),
+                                      cudaMemcpyDeviceToHost, stream_));
+    CERA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::memcpy(host, read_host_.as<char>(), row * size_t(t.rows));
+  }
+
+  // ---- ops
+  void embed(const Tensor& table, Tensor out) override {
+    for (int32_t id : host_tokens_)
+      if (id < 0 || id >= table.rows)
+        throw Error(ErrorCode::InvalidArgument, "token id " + std::to_string(id) +
+                                                    " is outside the vocabulary (0.." + std::to_string(table.rows - 1) + ")");
+    if (!begin_op()) return;
+    cuda::embed_rows(table.type, table.data, table.cols, table.row_bytes, view_.tokens, n_tokens_, out.f32(),
+                     stride(out), stream_);
+  }
+
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor out) override {
+    if (!begin_op()) return;
+    cuda::rms_norm(x.f32(), stride(x), nullptr, 0, w.f32(), eps, out.f32(), stride(out), rows(x), int32_t(x.cols),
+                   stream_);
+  }
+
+  void add_rms_norm(Tensor x, const Tensor& delta, const Tensor& w, float eps, Tensor out) override {
+    if (!begin_op()) return;
+    cuda::rms_norm(x.f32(), stride(x), delta.f32(), stride(delta), w.f32(), eps, out.f32(), stride(out), rows(x),
+                   int32_t(x.cols), stream_);
+  }
+
+  void add(Tensor x, const Tensor& delta) override {
+    if (!begin_op()) return;
+    cuda::add(x.f32(), stride(x), delta.f32(), stride(delta), rows(x), int32_t(x.cols), stream_);
+  }
+
+  void scale(Tensor x, float s) override {
+    if (!begin_op()) return;
+    cuda::scale(x.f32(), stride(x), s, rows(x), int32_t(x.cols), stream_);
+  }
+
+  void matmul(const Tensor& x, std::span<const Tensor> ws, std::span<Tensor> ys) override {
+    if (!begin_op()) return;
+    for (size_t i = 0; i < ws.size(); ++i) {
+      const Tensor& w = ws[i];
+      Tensor& y = ys[i];
+      if (x.rows <= cuda::kMaxMatvecRows) {
+        cuda::matvec(w.type, w.data, w.rows, w.cols, w.row_bytes, x.f32(), stride(x), rows(x), y.f32(), stride(y),
+                     stream_);
+      } else {
+        if (mode_ == Mode::Eager && gemm_->reserve(x, w)) invalidate_graphs();  // scratch moved
+        gemm_->run(x, w, y);
+      }
+    }
+  }
+
+  void swiglu(const Tensor& gate, const Tensor& up, Tensor out) override {
+    if (!begin_op()) return;
+    cuda::swiglu(gate.f32(), stride(gate), up.f32(), stride(up), out.f32(), stride(out), rows(gate),
+                 int32_t(gate.cols), stream_);
+  }
+
+  void add_bias(Tensor x, const Tensor& bias) override {
+    if (!begin_op()) return;
+    cuda::add_bias(x.f32(), stride(x), bias.f32(), rows(x), int32_t(x.cols), stream_);
+  }
+
+  void qk_norm_rope(Tensor q, Tensor k, const Tensor* q_norm, const Tensor* k_norm, float eps,
+                    const AttentionParams& a, const RopeParams& rope) override {
+    if (mode_ != Mode::Replay && mode_ != Mode::Capturing) rope_table(rope);  // uploads outside a capture
+    if (!begin_op()) return;
+    cuda::RopeArgs r{rope_table(rope), rope.n_rot, rope.neox};
+    cuda::qk_norm_rope(q.f32(), stride(q), k.f32(), stride(k), q_norm ? q_norm->f32() : nullptr,
+                       k_norm ? k_norm->f32() : nullptr, eps, a.n_head, a.n_head_kv, a.head_dim, r, view_.positions,
+                       rows(q), stream_);
+  }
+
+  void attention(int32_t layer, const Tensor& q, const Tensor& k, const Tensor& v, Tensor out,
+                 const AttentionParams& p) override {
+    if (p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0)
+      throw Error(ErrorCode::Unsupported, "attention needs n_head to be a multiple of n_head_kv");
+    const cuda::AttentionShape sh{p.n_head, p.n_head_kv, p.head_dim, p.scale};
+    if (decode_ && mode_ == Mode::Eager &&
+        partial_.ensure(sizeof(float) * size_t(n_tokens_) * p.n_head * cuda::kDecodeSplits * (p.head_dim + 2)))
+      invalidate_graphs();  // captured steps read the old buffer
+    if (!begin_op()) return;
+    const cuda::KvLayer kv = kv_layer(layer);
+    cuda::store_kv(kv, view_, k.f32(), stride(k), v.f32(), stride(v), n_tokens_, stream_);
+    if (decode_)
+      cuda::attention_decode(kv, view_, n_tokens_, q.f32(), stride(q), out.f32(), stride(out), sh,
+                             partial_.as<float>(), stream_);
+    else
+      cuda::attention_prefill(kv, view_, n_tiles_, q.f32(), stride(q), out.f32(), stride(out), sh, stream_);
+  }
+
+  void short_conv(int32_t layer, const Tensor& bcx, const Tensor& w, Tensor out) override {
+    if (!begin_op()) return;
+    float* state = conv_.as<float>() + size_t(layer) * layout_.n_conv_slots * layout_.conv_state_dim;
+    cuda::short_conv(view_, n_seqs_, bcx.f32(), stride(bcx), w.f32(), int32_t(w.cols), state, out.f32(), stride(out),
+                     n_tokens_, int32_t(out.cols), stream_);
+  }
+
+  void shift_kv(int32_t layer, std::span<const int32_t> blocks, int32_t first, int32_t count, int32_t delta,
+                const AttentionParams& attn, const RopeParams* rope) override {
+    state_op();
+    if (count <= 0) return;
+    // The moved positions' block table and the rotation by -delta, computed on the host in double
+    // as the CPU backend does.
+    shift_host_.ensure(sizeof(int32_t) * blocks.size() + 2 * sizeof(float) * 256);
+    auto* hb = shift_host_.as<int32_t>();
+    std::copy(blocks.begin(), blocks.end(), hb);
+    float* hc = reinterpret_cast<float*>(hb + blocks.size());
+    float* hs = hc + 128;
+    const int32_t half = rope ? rope->n_rot / 2 : 0;
+    if (half > 128) throw Error(ErrorCode::Unsupported, "RoPE over more than 256 dimensions");
+    for (int32_t i = 0; i < half; ++i) {
+      double inv = std::pow(double(rope->freq_base), -2.0 * i / double(rope->n_rot)) * rope->freq_scale;
+      if (rope->freq_factors) inv /= rope->freq_factors[i];
+      hc[i] = float(std::cos(double(-delta) * inv));
+      hs[i] = float(std::sin(double(-delta) * inv));
+    }
+    const size_t bytes = sizeof(int32_t) * blocks.size() + 2 * sizeof(float) * 256;
+    shift_dev_.ensure(bytes);
+    CERA_CUDA_CHECK(cudaMemcpyAsync(shift_dev_.get(), hb, bytes, cudaMemcpyHostToDevice, stream_));
+    shift_scratch_.ensure(sizeof(float) * size_t(count) * 2 * layout_.kv_dim);
+    const auto* db = shift_dev_.as<int32_t>();
+    const float* dc = reinterpret_cast<const float*>(db + blocks.size());
+    cuda::shift_kv(kv_layer(layer), db, first, count, delta, attn.n_head_kv, attn.head_dim, rope ? dc : nullptr,
+                   rope ? dc + 128 : nullptr, rope ? rope->n_rot : 0, rope ? rope->neox : true,
+                   shift_scratch_.as<float>(), stream_);
+    // The pinned table is reused by the next call: wait until this copy has consumed it.
+    CERA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  void gather_output_rows(const Tensor& x, Tensor out) override {
+    if (!begin_op()) return;
+    cuda::gather_rows(x.f32(), stride(x), view_.output_rows, n_out_, out.f32(), stride(out), int32_t(x.cols), stream_);
+  }
+
+ private:
+  enum class Mode { Idle, Eager, CapturePending, Capturing, Replay };
+
+  static int64_t stride(const Tensor& t) { return int64_t(t.row_bytes / sizeof(float)); }
+  static int32_t rows(const Tensor& t) { return int32_t(t.rows); }
+
+  // Whether the op must launch now (false while a graph will replay the step).
+  bool begin_op() {
+    if (mode_ == Mode::Replay) return false;
+    if (mode_ == Mode::CapturePending) {
+      CERA_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+      mode_ = Mode::Capturing;
+    }
+    if (mode_ == Mode::Idle) throw Error(ErrorCode::Internal, "a CUDA op ran outside a step (no set_step)");
+    return true;
+  }
+
+  // Ends the step's forward: closes a capture and launches the graph, or launches the replay.
+  void finish_step() {
+    if (mode_ == Mode::Capturing) {
+      cudaGraph_t g = nullptr;
+      CERA_CUDA_CHECK(cudaStreamEndCapture(stream_, &g));
+      cudaGraphExec_t e = nullptr;
+      const cudaError_t err = cudaGraphInstantiate(&e, g, 0);
+      if (err != cudaSuccess) cudaGraphDestroy(g);
+      CERA_CUDA_CHECK(err);
+      auto graph = std::make_unique<CudaGraph>();
+      graph->set(g, e);
+      replay_ = graph.get();
+      graphs_[capture_key_] = std::move(graph);
+      mode_ = Mode::Replay;
+    }
+    if (mode_ == Mode::Replay) CERA_CUDA_CHECK(cudaGraphLaunch(replay_->exec(), stream_));
+    if (mode_ != Mode::Idle) mode_ = Mode::Idle;
+  }
+
+  // Ops that change state between steps must not land inside a capture: a step that was set up but
+  // whose output was never read is finished first, so the order stays the caller's.
+  void state_op() { finish_step(); }
+
+  void invalidate_graphs() {
+    graphs_.clear();
+    seen_.clear();
+  }
+
+  const double* rope_table(const RopeParams& rope) {
+    const auto key = std::make_tuple(rope.n_rot, rope.freq_base, rope.freq_scale, rope.freq_factors);
+    auto it = rope_tables_.find(key);
+    if (it != rope_tables_.end()) return it->second.as<double>();
+    std::vector<double> inv(size_t(rope.n_rot / 2));
+    for (int32_t i = 0; i < rope.n_rot / 2; ++i) {
+      inv[size_t(i)] = std::pow(double(rope.freq_base), -2.0 * i / double(rope.n_rot)) * rope.freq_scale;
+      if (rope.freq_factors) inv[size_t(i)] /= rope.freq_factors[i];
+    }
+    DeviceBuffer buf(sizeof(double) * std::max<size_t>(inv.size(), 1));
+    CERA_CUDA_CHECK(cudaMemcpy(buf.get(), inv.data(), sizeof(double) * inv.size(), cudaMemcpyHostToDevice));
+    return rope_tables_.emplace(key, std::move(buf)).first->second.as<double>();
+  }
+
+  cuda::KvLayer kv_layer(int32_t l) {
+    cuda::KvLayer v;
+    v.block_size = layout_.kv_block_size;
+    v.kv_dim = layout_.kv_dim;
+    v.base = kv_.as<float>() + size_t(l) * layout_.n_kv_blocks * 2 * layout_.kv_block_size * layout_.kv_dim;
+    return v;
+  }
+  float* conv_slot_ptr(int32_t l, int32_t slot) {
+    return conv_.as<float>() + (size_t(l) * layout_.n_conv_slots + size_t(slot)) * layout_.conv_state_dim;
+  }
+  size_t conv_slot_bytes() const { return sizeof(float) * size_t(layout_.conv_state_dim); }
+
+  CudaBackendOptions options_;
+  cudaDeviceProp props_{};
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<cuda::Gemm> gemm_;
+  std::deque<DeviceBuffer> buffers_;  // weights and activations, never moved or freed early
+  int64_t max_weight_cols_ = 0;
+  StateLayout layout_;
+  DeviceBuffer kv_, conv_;
+
+  MetaLayout meta_;
+  PinnedBuffer meta_host_;
+  DeviceBuffer meta_dev_;
+  cuda::StepView view_{};
+  std::vector<int32_t> host_tokens_;
+  int32_t n_tokens_ = 0, n_seqs_ = 0, n_out_ = 0, n_tiles_ = 0;
+  bool decode_ = false;
+
+  Mode mode_ = Mode::Idle;
+  std::map<StepKey, std::unique_ptr<CudaGraph>> graphs_;
+  std::set<StepKey> seen_;
+  StepKey capture_key_{};
+  CudaGraph* replay_ = nullptr;
+
+  DeviceBuffer partial_;  // decode attention's split results
+  std::map<std::tuple<int32_t, float, float, const float*>, DeviceBuffer> rope_tables_;
+  PinnedBuffer read_host_, shift_host_;
+  DeviceBuffer shift_dev_, shift_scratch_;
+};
+
+}  // namespace
+
+std::string cuda_unavailable_reason() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    if (e == cudaErrorInsufficientDriver)
+      return "no usable CUDA driver: none is installed, or it is older than the CUDA 13 runtime cera was built with";
+    return std::string("no usable CUDA device (") + cudaGetErrorString(e) + ")";
+  }
+  if (n == 0) return "no CUDA device found";
+  return {};
+}
+
+std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options) {
+  const std::string why = cuda_unavailable_reason();
+  if (!why.empty()) throw Error(ErrorCode::Unsupported, why);
+  CudaBackendOptions o = options;
+  if (const char* g = std::getenv("CERA_CUDA_GRAPHS"); g && std::string(g) == "0") o.use_graphs = false;
+  return std::make_unique<CudaBackend>(o);
+}
+
+}  // namespace cera

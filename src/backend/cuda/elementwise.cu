@@ -1,0 +1,152 @@
+// Row-wise and elementwise kernels: RMSNorm (+ residual add), adds, SwiGLU, row gathers and the
+// 16-bit activation copies the GEMM path needs. Arithmetic mirrors backend/cpu/elementwise.cpp
+// (sums of squares in double, separate multiply and divide) so the two backends agree closely.
+#include "backend/cuda/check.h"
+#include "backend/cuda/ops.h"
+
+namespace cera::cuda {
+namespace {
+
+constexpr int kRowThreads = 256;
+
+__device__ double block_sum(double v) {
+  __shared__ double warp_sums[kRowThreads / 32];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) warp_sums[warp] = v;
+  __syncthreads();
+  double total = 0;
+  for (int i = 0; i < kRowThreads / 32; ++i) total += warp_sums[i];
+  return total;
+}
+
+template <bool kAdd>
+__global__ void rms_norm_kernel(float* x, int64_t xs, const float* delta, int64_t ds, const float* w, float eps,
+                                float* out, int64_t os, int32_t cols) {
+  float* xr = x + int64_t(blockIdx.x) * xs;
+  double sum = 0;
+  for (int32_t c = threadIdx.x; c < cols; c += kRowThreads) {
+    float v = xr[c];
+    if constexpr (kAdd) {
+      v = __fadd_rn(v, delta[int64_t(blockIdx.x) * ds + c]);
+      xr[c] = v;
+    }
+    sum += double(v) * double(v);
+  }
+  const double total = block_sum(sum);
+  const float inv = float(1.0 / sqrt(total / double(cols) + double(eps)));
+  float* orow = out + int64_t(blockIdx.x) * os;
+  for (int32_t c = threadIdx.x; c < cols; c += kRowThreads) orow[c] = __fmul_rn(w[c], __fmul_rn(xr[c], inv));
+}
+
+// 2-D launches: blockIdx.y walks rows (grid-stride), x-threads walk columns.
+dim3 grid_2d(int32_t rows, int32_t cols) {
+  const unsigned bx = unsigned((cols + 255) / 256);
+  return dim3(bx, unsigned(rows < 65535 ? rows : 65535));
+}
+
+__global__ void add_kernel(float* x, int64_t xs, const float* d, int64_t ds, int32_t rows, int32_t cols) {
+  const int32_t c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  for (int32_t r = blockIdx.y; r < rows; r += gridDim.y) x[int64_t(r) * xs + c] += d[int64_t(r) * ds + c];
+}
+
+__global__ void scale_kernel(float* x, int64_t xs, float f, int32_t rows, int32_t cols) {
+  const int32_t c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  for (int32_t r = blockIdx.y; r < rows; r += gridDim.y) x[int64_t(r) * xs + c] *= f;
+}
+
+__global__ void add_bias_kernel(float* x, int64_t xs, const float* b, int32_t rows, int32_t cols) {
+  const int32_t c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  for (int32_t r = blockIdx.y; r < rows; r += gridDim.y) x[int64_t(r) * xs + c] += b[c];
+}
+
+__global__ void swiglu_kernel(const float* g, int64_t gs, const float* u, int64_t us, float* o, int64_t os,
+                              int32_t rows, int32_t cols) {
+  const int32_t c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  for (int32_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const float gv = g[int64_t(r) * gs + c];
+    const float silu = __fdiv_rn(gv, __fadd_rn(1.f, expf(-gv)));
+    o[int64_t(r) * os + c] = __fmul_rn(silu, u[int64_t(r) * us + c]);
+  }
+}
+
+__global__ void gather_kernel(const float* x, int64_t xs, const int32_t* rows, float* out, int64_t os, int32_t cols) {
+  const float* src = x + int64_t(rows[blockIdx.x]) * xs;
+  float* dst = out + int64_t(blockIdx.x) * os;
+  for (int32_t c = threadIdx.x; c < cols; c += blockDim.x) dst[c] = src[c];
+}
+
+template <typename T>
+__global__ void convert_kernel(const float* x, int64_t xs, int32_t rows, int32_t cols, T* out) {
+  const int32_t c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  for (int32_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const float v = x[int64_t(r) * xs + c];
+    if constexpr (sizeof(T) == 2 && std::is_same_v<T, __half>)
+      out[int64_t(r) * cols + c] = __float2half_rn(v);
+    else
+      out[int64_t(r) * cols + c] = __float2bfloat16_rn(v);
+  }
+}
+
+}  // namespace
+
+void rms_norm(float* x, int64_t xs, const float* delta, int64_t ds, const float* w, float eps, float* out,
+              int64_t os, int32_t rows, int32_t cols, cudaStream_t s) {
+  if (rows <= 0) return;
+  if (delta)
+    rms_norm_kernel<true><<<rows, kRowThreads, 0, s>>>(x, xs, delta, ds, w, eps, out, os, cols);
+  else
+    rms_norm_kernel<false><<<rows, kRowThreads, 0, s>>>(x, xs, nullptr, 0, w, eps, out, os, cols);
+  CERA_CUDA_CHECK_LAUNCH();
+}
+
+void add(float* x, int64_t xs, const float* d, int64_t ds, int32_t rows, int32_t cols, cudaStream_t s) {
+  if (rows <= 0) return;
+  add_kernel<<<grid_2d(rows, cols), 256, 0, s>>>(x, xs, d, ds, rows, cols);
+  CERA_CUDA_CHECK_LAUNCH();
+}
+
+void scale(float* x, int64_t xs, float f, int32_t rows, int32_t cols, cudaStream_t s) {
+  if (rows <= 0) return;
+  scale_kernel<<<grid_2d(rows, cols), 256, 0, s>>>(x, xs, f, rows, cols);
+  CERA_CUDA_CHECK_LAUNCH();
+}
+
+void add_bias(float* x, int64_t xs, const float* b, int32_t rows, int32_t cols, cudaStream_t s) {
+  if (rows <= 0) return;
+  add_bias_kernel<<<grid_2d(rows, cols), 256, 0, s>>>(x, xs, b, rows, cols);
+  CERA_CUDA_CHECK_LAUNCH();
+}
+
+void swiglu(const float* g, int64_t gs, const float* u, int64_t us, float* o, int64_t os, int32_t rows,
+            int32_t cols, cudaStream_t s) {
+  if (rows <= 0) return;
+  swiglu_kernel<<<grid_2d(rows, cols), 256, 0, s>>>(g, gs, u, us, o, os, rows, cols);
+  CERA_CUDA_CHECK_LAUNCH();
+}
+
+void gather_rows(const float* x, int64_t xs, const int32_t* rows, int32_t n, float* out, int64_t os, int32_t cols,
+                 cudaStream_t s) {
+  if (n <= 0) return;
+  gather_kernel<<<n, 256, 0, s>>>(x, xs, rows, out, os, cols);
+  CERA_CUDA_CHECK_LAUNCH();
+}
+
+void to_f16(const float* x, int64_t xs, int32_t rows, int32_t cols, __half* out, cudaStream_t s) {
+  if (rows <= 0) return;
+  convert_kernel<__half><<<grid_2d(rows, cols), 256, 0, s>>>(x, xs, rows, cols, out);
+  CERA_CUDA_CHECK_LAUNCH();
+}
+
+void to_bf16(const float* x, int64_t xs, int32_t rows, int32_t cols, __nv_bfloat16* out, cudaStream_t s) {
+  if (rows <= 0) return;
+  convert_kernel<__nv_bfloat16><<<grid_2d(rows, cols), 256, 0, s>>>(x, xs, rows, cols, out);
+  CERA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace cera::cuda

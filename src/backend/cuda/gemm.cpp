@@ -1,0 +1,61 @@
+#include "backend/cuda/gemm.h"
+
+#include "backend/cuda/ops.h"
+#include "backend/cuda/quant_kernels.h"
+
+namespace cera::cuda {
+namespace {
+
+bool is_16bit(GgmlType t) { return t == GgmlType::F16 || t == GgmlType::BF16; }
+
+}  // namespace
+
+Gemm::Gemm(cudaStream_t stream) : stream_(stream), workspace_(size_t(32) << 20) {
+  CERA_CUBLAS_CHECK(cublasCreate(&handle_));
+  CERA_CUBLAS_CHECK(cublasSetStream(handle_, stream_));
+  // An explicit workspace keeps cuBLAS from allocating inside a graph capture.
+  CERA_CUBLAS_CHECK(cublasSetWorkspace(handle_, workspace_.get(), workspace_.bytes()));
+  CERA_CUBLAS_CHECK(cublasSetMathMode(handle_, CUBLAS_DEFAULT_MATH));  // F32 stays F32 (no TF32)
+}
+
+Gemm::~Gemm() {
+  if (handle_) cublasDestroy(handle_);
+}
+
+bool Gemm::reserve(const Tensor& x, const Tensor& w) {
+  if (w.type == GgmlType::F32) return false;
+  bool moved = act_scratch_.ensure(size_t(x.rows) * size_t(x.cols) * 2);
+  if (!is_16bit(w.type)) moved |= weight_scratch_.ensure(size_t(w.rows) * size_t(w.cols) * 2);
+  return moved;
+}
+
+void Gemm::run(const Tensor& x, const Tensor& w, Tensor& y) {
+  // Column-major view: Yᵀ[N×T] = op(W)[N×K] · Xᵀ[K×T], with W stored as a K×N column-major matrix.
+  const int m = int(w.rows), n = int(x.rows), k = int(w.cols);
+  const float alpha = 1.f, beta = 0.f;
+  const int ldx = int(x.row_bytes / sizeof(float)), ldy = int(y.row_bytes / sizeof(float));
+  if (w.type == GgmlType::F32) {
+    CERA_CUBLAS_CHECK(cublasSgemm(handle_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, static_cast<const float*>(w.data),
+                                  int(w.row_bytes / sizeof(float)), x.f32(), ldx, &beta, y.f32(), ldy));
+    return;
+  }
+  reserve(x, w);
+  const void* a = w.data;
+  int lda = int(w.row_bytes / 2);
+  cudaDataType_t type = CUDA_R_16F;
+  if (w.type == GgmlType::BF16) {
+    type = CUDA_R_16BF;
+    to_bf16(x.f32(), ldx, int32_t(x.rows), int32_t(x.cols), act_scratch_.as<__nv_bfloat16>(), stream_);
+  } else {
+    to_f16(x.f32(), ldx, int32_t(x.rows), int32_t(x.cols), act_scratch_.as<__half>(), stream_);
+    if (w.type != GgmlType::F16) {
+      dequantize_f16(w.type, w.data, w.rows, w.cols, w.row_bytes, weight_scratch_.as<__half>(), stream_);
+      a = weight_scratch_.get();
+      lda = k;
+    }
+  }
+  CERA_CUBLAS_CHECK(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, a, type, lda, act_scratch_.get(),
+                                 type, k, &beta, y.f32(), CUDA_R_32F, ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+}  // namespace cera::cuda

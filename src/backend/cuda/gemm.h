@@ -1,0 +1,34 @@
+// The prefill path of matmul: y[T,N] = x[T,K] · W[N,K]ᵀ on the tensor cores through cuBLAS. 16-bit
+// weights are used as stored (x is converted to their type); quantized weights are first dequantized
+// to f16 into a scratch buffer (one weight at a time, so it is as large as the largest weight); F32
+// weights use plain F32 SGEMM (no TF32), for the F32 fixture files' precision.
+#pragma once
+
+#include <cublas_v2.h>
+
+#include "backend/backend.h"
+#include "backend/cuda/device_buffer.h"
+
+namespace cera::cuda {
+
+class Gemm {
+ public:
+  explicit Gemm(cudaStream_t stream);
+  ~Gemm();
+  Gemm(const Gemm&) = delete;
+  Gemm& operator=(const Gemm&) = delete;
+
+  // Scratch must be large enough before a graph capture: call reserve() outside capture. Returns
+  // whether a scratch buffer moved (graphs captured over the old one must be dropped).
+  bool reserve(const Tensor& x, const Tensor& w);
+  void run(const Tensor& x, const Tensor& w, Tensor& y);
+
+ private:
+  cudaStream_t stream_;
+  cublasHandle_t handle_ = nullptr;
+  DeviceBuffer workspace_;
+  DeviceBuffer weight_scratch_;  // dequantized weight (f16)
+  DeviceBuffer act_scratch_;     // x as f16 / bf16
+};
+
+}  // namespace cera::cuda

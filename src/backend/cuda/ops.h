@@ -1,0 +1,76 @@
+// Launchers for the CUDA backend's kernels other than the weight readers (quant_kernels.h). All
+// pointers are device memory; every launch goes on `stream` and is graph-capturable. Strides are in
+// elements. The CPU ops (backend/cpu/ops.h) are their reference: tests/backend_cuda compares them.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/step_meta.h"
+
+namespace cera::cuda {
+
+// ---- elementwise.cu
+// out = w ⊙ x / sqrt(mean(x²) + eps) per row; with delta, first x += delta (written back).
+void rms_norm(float* x, int64_t x_stride, const float* delta, int64_t delta_stride, const float* w, float eps,
+              float* out, int64_t out_stride, int32_t rows, int32_t cols, cudaStream_t s);
+void add(float* x, int64_t x_stride, const float* delta, int64_t delta_stride, int32_t rows, int32_t cols,
+         cudaStream_t s);
+void scale(float* x, int64_t x_stride, float factor, int32_t rows, int32_t cols, cudaStream_t s);
+void add_bias(float* x, int64_t x_stride, const float* bias, int32_t rows, int32_t cols, cudaStream_t s);
+void swiglu(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride, float* out,
+            int64_t out_stride, int32_t rows, int32_t cols, cudaStream_t s);
+// out[i] = x[rows[i]] for i < n.
+void gather_rows(const float* x, int64_t x_stride, const int32_t* rows, int32_t n, float* out, int64_t out_stride,
+                 int32_t cols, cudaStream_t s);
+// Dense 16-bit copies of an F32 activation matrix, for the tensor-core GEMM.
+void to_f16(const float* x, int64_t x_stride, int32_t rows, int32_t cols, __half* out, cudaStream_t s);
+void to_bf16(const float* x, int64_t x_stride, int32_t rows, int32_t cols, __nv_bfloat16* out, cudaStream_t s);
+
+// ---- rope.cu
+struct RopeArgs {
+  const double* inv_freq;  // [n_rot/2], device
+  int32_t n_rot;
+  bool neox;
+};
+// Per-head RMSNorm (when the weight is given) then RoPE at the step positions, in place.
+void qk_norm_rope(float* q, int64_t q_stride, float* k, int64_t k_stride, const float* q_norm, const float* k_norm,
+                  float eps, int32_t n_head, int32_t n_head_kv, int32_t head_dim, const RopeArgs& rope,
+                  const int32_t* positions, int32_t rows, cudaStream_t s);
+
+// ---- attention.cu
+struct KvLayer {
+  float* base;  // [n_blocks][2][block_size][kv_dim]: K then V per block
+  int32_t block_size;
+  int32_t kv_dim;
+};
+struct AttentionShape {
+  int32_t n_head, n_head_kv, head_dim;
+  float scale;
+};
+// Writes the step's k, v rows into the cache at each token's position.
+void store_kv(const KvLayer& kv, const StepView& step, const float* k, int64_t k_stride, const float* v,
+              int64_t v_stride, int32_t n_tokens, cudaStream_t s);
+// Causal attention for every token of the step, over the step's tiles (StepView::tiles).
+void attention_prefill(const KvLayer& kv, const StepView& step, int32_t n_tiles, const float* q, int64_t q_stride,
+                       float* out, int64_t out_stride, const AttentionShape& shape, cudaStream_t s);
+// Attention for steps where every sequence has one token (T == n_seqs): splits each sequence's keys
+// into n_splits ranges; `partial` holds T × n_head × n_splits × (head_dim + 2) floats.
+inline constexpr int32_t kDecodeSplits = 16;
+void attention_decode(const KvLayer& kv, const StepView& step, int32_t n_tokens, const float* q, int64_t q_stride,
+                      float* out, int64_t out_stride, const AttentionShape& shape, float* partial, cudaStream_t s);
+// Context shift (Backend::shift_kv): scratch holds count × 2 × kv_dim floats.
+void shift_kv(const KvLayer& kv, const int32_t* blocks, int32_t first, int32_t count, int32_t delta,
+              int32_t n_head_kv, int32_t head_dim, const float* rot_cos, const float* rot_sin, int32_t n_rot,
+              bool neox, float* scratch, cudaStream_t s);
+
+// ---- short_conv.cu
+// LFM2 gated short conv for every sequence of the step; state: [n_slots][L-1][D] of this layer.
+void short_conv(const StepView& step, int32_t n_seqs, const float* bcx, int64_t bcx_stride, const float* w,
+                int32_t kernel_len, float* state, float* out, int64_t out_stride, int32_t n_tokens, int32_t d,
+                cudaStream_t s);
+
+}  // namespace cera::cuda

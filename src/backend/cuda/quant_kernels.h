@@ -1,0 +1,44 @@
+// Kernels that read weights in their stored GGML formats (MODELS.md §2) on the GPU: the decode
+// matrix-vector product, dequantization for the prefill GEMM path, and embedding lookup.
+// Host-callable launchers; every pointer is device memory; every launch goes on `stream` and is
+// graph-capturable (no allocation, no synchronisation).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "format/ggml_type.h"
+
+namespace cera::cuda {
+
+// The weight types these kernels read: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K,
+// Q4_K, Q5_K, Q6_K.
+bool supports_weight_type(GgmlType type);
+
+// Rows of x one matvec launch handles; larger batches go through dequantize + GEMM.
+inline constexpr int kMaxMatvecRows = 8;
+
+// y[t][n] = Σ_k W[n][k] · x[t][k] for t < n_x_rows (1 ≤ n_x_rows ≤ kMaxMatvecRows), n < n_rows.
+// W: n_rows rows of k elements in `type`, row_bytes apart. x: F32, row stride x_stride elements.
+// y: F32, row stride y_stride elements. Accumulates in F32; reads W exactly once (memory-bound).
+void matvec(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const float* x,
+            int64_t x_stride, int32_t n_x_rows, float* y, int64_t y_stride, cudaStream_t stream);
+
+// out[n][k] = W[n][k] as f16 / bf16 / f32, densely packed (row stride k).
+void dequantize_f16(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_bytes, __half* out,
+                    cudaStream_t stream);
+void dequantize_bf16(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_bytes,
+                     __nv_bfloat16* out, cudaStream_t stream);
+void dequantize_f32(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_bytes, float* out,
+                    cudaStream_t stream);
+
+// out[t] = dequantized table row tokens[t], for t < n_tokens (ids already validated by the caller).
+// out: F32, row stride out_stride elements.
+void embed_rows(GgmlType type, const void* table, int64_t k, size_t row_bytes, const int32_t* tokens,
+                int32_t n_tokens, float* out, int64_t out_stride, cudaStream_t stream);
+
+}  // namespace cera::cuda

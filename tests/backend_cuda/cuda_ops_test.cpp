@@ -1,0 +1,257 @@
+// Every CUDA backend op against the CPU backend (the reference, itself tested against scalar code):
+// the same inputs through the Backend interface on both, outputs compared. Steps mix sequences of
+// different lengths with scattered KV blocks, then decode, so paging, causality and per-sequence
+// state are all exercised. Skipped without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "cuda_test_support.h"
+
+namespace cera {
+namespace {
+
+using test::random_floats;
+using test::read;
+using test::rel_diff;
+using test::write;
+
+// The same tensors on the CPU and the CUDA backend.
+struct Both {
+  std::unique_ptr<Backend> cpu = make_cpu_backend({2});
+  std::unique_ptr<Backend> gpu;
+  Both() {
+    CudaBackendOptions o;
+    o.use_graphs = false;
+    gpu = make_cuda_backend(o);
+  }
+  struct Pair {
+    Tensor c, g;
+  };
+  Pair alloc(int64_t rows, int64_t cols, const std::vector<float>* init = nullptr) {
+    Pair p{cpu->alloc(rows, cols), gpu->alloc(rows, cols)};
+    if (init) {
+      write(*cpu, p.c, *init);
+      write(*gpu, p.g, *init);
+    }
+    return p;
+  }
+  Pair weight(int64_t rows, int64_t cols, const std::vector<float>& data) {
+    return {cpu->upload_weight(GgmlType::F32, rows, cols, data.data()),
+            gpu->upload_weight(GgmlType::F32, rows, cols, data.data())};
+  }
+  template <typename F>
+  void both(F&& f) {
+    f(*cpu, false);
+    f(*gpu, true);
+  }
+  double diff(const Pair& p) { return rel_diff(read(*gpu, p.g), read(*cpu, p.c)); }
+};
+
+// One sequence of a test step: its tokens, past length and block table.
+struct Seq {
+  int32_t n_tokens, n_past;
+  std::vector<int32_t> blocks;
+  int32_t slot;
+};
+
+StepInputs make_step(const std::vector<Seq>& seqs, std::vector<int32_t>& tokens, std::vector<int32_t>& positions,
+                     std::vector<StepSequence>& ss, std::vector<int32_t>& out_rows) {
+  tokens.clear();
+  positions.clear();
+  ss.clear();
+  out_rows.clear();
+  for (const auto& s : seqs) {
+    StepSequence x;
+    x.first_token = int32_t(tokens.size());
+    x.n_tokens = s.n_tokens;
+    x.n_past = s.n_past;
+    x.conv_slot = s.slot;
+    x.kv_blocks = s.blocks;
+    ss.push_back(x);
+    for (int32_t t = 0; t < s.n_tokens; ++t) {
+      out_rows.push_back(int32_t(tokens.size()));
+      tokens.push_back(int32_t(tokens.size()) % 7);
+      positions.push_back(s.n_past + t);
+    }
+  }
+  return {tokens, positions, ss, out_rows};
+}
+
+TEST(CudaOps, NormsAndElementwiseMatchCpu) {
+  CERA_REQUIRE_CUDA();
+  Both b;
+  const int64_t R = 7, C = 1000;
+  const auto xv = random_floats(R * C, 1, -3, 3), dv = random_floats(R * C, 2), wv = random_floats(C, 3, 0.5f, 1.5f);
+  auto x = b.alloc(R, C, &xv), d = b.alloc(R, C, &dv), out = b.alloc(R, C);
+  auto w = b.weight(1, C, wv);
+  std::vector<int32_t> tokens, positions, rows;
+  std::vector<StepSequence> ss;
+  const StepInputs in = make_step({{int32_t(R), 0, {}, -1}}, tokens, positions, ss, rows);
+  b.both([&](Backend& be, bool g) {
+    be.set_step(in);
+    be.rms_norm(g ? x.g : x.c, g ? w.g : w.c, 1e-5f, g ? out.g : out.c);
+  });
+  EXPECT_LE(b.diff(out), 1e-6) << "rms_norm";
+  b.both([&](Backend& be, bool g) { be.add_rms_norm(g ? x.g : x.c, g ? d.g : d.c, g ? w.g : w.c, 1e-6f, g ? out.g : out.c); });
+  EXPECT_LE(b.diff(x), 1e-7) << "add_rms_norm residual";
+  EXPECT_LE(b.diff(out), 1e-6) << "add_rms_norm";
+  // A column slice (strided rows), as the models use for FFN halves.
+  b.both([&](Backend& be, bool g) {
+    Tensor xs = (g ? x.g : x.c).cols_slice(100, 512), ds = (g ? d.g : d.c).cols_slice(3, 512);
+    be.swiglu(xs, ds, (g ? out.g : out.c).cols_slice(0, 512));
+    be.add(g ? x.g : x.c, g ? d.g : d.c);
+    be.scale(g ? d.g : d.c, 0.37f);
+    be.add_bias(g ? d.g : d.c, g ? w.g : w.c);
+  });
+  EXPECT_LE(b.diff(out), 1e-6) << "swiglu";
+  EXPECT_LE(b.diff(x), 1e-7) << "add";
+  EXPECT_LE(b.diff(d), 1e-7) << "scale + add_bias";
+  // gather_output_rows with a subset of rows, in a new order.
+  std::vector<int32_t> pick = {5, 0, 3};
+  const StepInputs in2{tokens, positions, ss, pick};
+  auto picked = b.alloc(3, C);
+  b.both([&](Backend& be, bool g) {
+    be.set_step(in2);
+    be.gather_output_rows(g ? x.g : x.c, g ? picked.g : picked.c);
+  });
+  EXPECT_EQ(read(*b.gpu, picked.g), read(*b.cpu, picked.c));
+}
+
+struct AttnShape {
+  int32_t n_head, n_head_kv, head_dim;
+  bool neox;
+};
+
+class CudaAttention : public ::testing::TestWithParam<AttnShape> {};
+
+TEST_P(CudaAttention, PagedPrefillThenDecodeMatchCpu) {
+  CERA_REQUIRE_CUDA();
+  const AttnShape sh = GetParam();
+  Both b;
+  const int32_t hd = sh.head_dim, kv_dim = sh.n_head_kv * hd, qd = sh.n_head * hd;
+  StateLayout L;
+  L.n_attention_layers = 2;
+  L.kv_dim = kv_dim;
+  L.kv_block_size = 16;
+  L.n_kv_blocks = 64;
+  b.both([&](Backend& be, bool) { be.configure_state(L); });
+  // Three sequences with scattered, interleaved blocks: 5, 70 and 1 prompt tokens.
+  std::vector<int32_t> perm(64);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937(7));
+  std::vector<Seq> seqs = {{5, 0, {perm[0], perm[1]}, -1},
+                           {70, 0, {perm[2], perm[3], perm[4], perm[5], perm[6], perm[7]}, -1},
+                           {1, 0, {perm[8], perm[9]}, -1}};
+  const auto qn = random_floats(size_t(hd), 11, 0.5f, 1.5f), kn = random_floats(size_t(hd), 12, 0.5f, 1.5f);
+  auto qnorm = b.weight(1, hd, qn), knorm = b.weight(1, hd, kn);
+  AttentionParams ap{sh.n_head, sh.n_head_kv, hd, 1.f / std::sqrt(float(hd))};
+  RopeParams rope;
+  rope.n_rot = hd;
+  rope.neox = sh.neox;
+  rope.freq_base = 10000.f;
+  const int64_t maxT = 80;
+  auto q = b.alloc(maxT, qd), k = b.alloc(maxT, kv_dim), v = b.alloc(maxT, kv_dim), out = b.alloc(maxT, qd);
+  uint32_t seed = 100;
+  for (int step = 0; step < 4; ++step) {
+    std::vector<int32_t> tokens, positions, rows;
+    std::vector<StepSequence> ss;
+    const StepInputs in = make_step(seqs, tokens, positions, ss, rows);
+    const int64_t T = int64_t(tokens.size());
+    const auto qv = random_floats(size_t(T * qd), seed++, -2, 2), kv = random_floats(size_t(T * kv_dim), seed++, -2, 2),
+               vv = random_floats(size_t(T * kv_dim), seed++, -2, 2);
+    Both::Pair qs{q.c.first_rows(T), q.g.first_rows(T)}, ks{k.c.first_rows(T), k.g.first_rows(T)},
+        vs{v.c.first_rows(T), v.g.first_rows(T)}, os{out.c.first_rows(T), out.g.first_rows(T)};
+    write(*b.cpu, qs.c, qv), write(*b.gpu, qs.g, qv);
+    write(*b.cpu, ks.c, kv), write(*b.gpu, ks.g, kv);
+    write(*b.cpu, vs.c, vv), write(*b.gpu, vs.g, vv);
+    b.both([&](Backend& be, bool g) {
+      be.set_step(in);
+      be.qk_norm_rope(g ? qs.g : qs.c, g ? ks.g : ks.c, step % 2 ? nullptr : (g ? &qnorm.g : &qnorm.c),
+                      step % 2 ? nullptr : (g ? &knorm.g : &knorm.c), 1e-6f, ap, rope);
+      be.attention(1, g ? qs.g : qs.c, g ? ks.g : ks.c, g ? vs.g : vs.c, g ? os.g : os.c, ap);
+    });
+    EXPECT_LE(b.diff(qs), 2e-6) << "q after norm+rope, step " << step;
+    EXPECT_LE(b.diff(ks), 2e-6) << "k after norm+rope, step " << step;
+    EXPECT_LE(b.diff(os), 2e-5) << "attention output, step " << step << " (T=" << T << ")";
+    // Next: decode, one token per sequence (step 1, 2), then a mixed step (3: 2 tokens for seq 0).
+    for (auto& s : seqs) {
+      s.n_past += s.n_tokens;
+      s.n_tokens = 1;
+    }
+    if (step == 2) seqs[0].n_tokens = 2;
+  }
+  // Context shift of sequence 1 (73 tokens): drop positions [10, 30), move [30, 73) down by 20.
+  ASSERT_EQ(seqs[1].n_past, 73);
+  const std::vector<int32_t> blocks1 = seqs[1].blocks;
+  RopeParams* rp = &rope;
+  b.both([&](Backend& be, bool) { be.shift_kv(1, blocks1, 30, 43, 20, ap, rp); });
+  seqs = {{1, 53, blocks1, -1}};
+  std::vector<int32_t> tokens, positions, rows;
+  std::vector<StepSequence> ss;
+  const StepInputs in = make_step(seqs, tokens, positions, ss, rows);
+  const auto qv = random_floats(size_t(qd), 999, -2, 2), kv = random_floats(size_t(kv_dim), 998, -2, 2);
+  Both::Pair qs{q.c.first_rows(1), q.g.first_rows(1)}, ks{k.c.first_rows(1), k.g.first_rows(1)},
+      vs{v.c.first_rows(1), v.g.first_rows(1)}, os{out.c.first_rows(1), out.g.first_rows(1)};
+  write(*b.cpu, qs.c, qv), write(*b.gpu, qs.g, qv);
+  write(*b.cpu, ks.c, kv), write(*b.gpu, ks.g, kv);
+  write(*b.cpu, vs.c, kv), write(*b.gpu, vs.g, kv);
+  b.both([&](Backend& be, bool g) {
+    be.set_step(in);
+    be.attention(1, g ? qs.g : qs.c, g ? ks.g : ks.c, g ? vs.g : vs.c, g ? os.g : os.c, ap);
+  });
+  EXPECT_LE(b.diff(os), 2e-5) << "attention after a context shift";
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
+                         ::testing::Values(AttnShape{32, 8, 64, true}, AttnShape{16, 2, 128, true},
+                                           AttnShape{4, 4, 32, false}, AttnShape{12, 4, 80, false},
+                                           AttnShape{32, 2, 64, true}, AttnShape{8, 8, 256, true}),
+                         [](const auto& info) {
+                           const AttnShape& s = info.param;
+                           return "h" + std::to_string(s.n_head) + "_kv" + std::to_string(s.n_head_kv) + "_d" +
+                                  std::to_string(s.head_dim);
+                         });
+
+TEST(CudaOps, ShortConvOverSequencesAndStepsMatchesCpu) {
+  CERA_REQUIRE_CUDA();
+  Both b;
+  const int32_t D = 300, Lk = 3;
+  StateLayout L;
+  L.n_conv_layers = 2;
+  L.conv_state_dim = (Lk - 1) * D;
+  L.n_conv_slots = 5;
+  b.both([&](Backend& be, bool) {
+    be.configure_state(L);
+    for (int s = 0; s < 5; ++s) be.clear_conv_slot(s);
+  });
+  auto w = b.weight(D, Lk, random_floats(size_t(D * Lk), 5));
+  std::vector<Seq> seqs = {{6, 0, {}, 3}, {1, 0, {}, 0}, {40, 0, {}, 4}};
+  auto bcx = b.alloc(64, 3 * D), out = b.alloc(64, D);
+  for (int step = 0; step < 4; ++step) {
+    std::vector<int32_t> tokens, positions, rows;
+    std::vector<StepSequence> ss;
+    const StepInputs in = make_step(seqs, tokens, positions, ss, rows);
+    const int64_t T = int64_t(tokens.size());
+    const auto data = random_floats(size_t(T * 3 * D), 50 + step, -2, 2);
+    Both::Pair x{bcx.c.first_rows(T), bcx.g.first_rows(T)}, o{out.c.first_rows(T), out.g.first_rows(T)};
+    write(*b.cpu, x.c, data), write(*b.gpu, x.g, data);
+    b.both([&](Backend& be, bool g) {
+      be.set_step(in);
+      be.short_conv(1, g ? x.g : x.c, g ? w.g : w.c, g ? o.g : o.c);
+    });
+    EXPECT_LE(b.diff(o), 1e-7) << "short conv, step " << step;
+    for (auto& s : seqs) s.n_tokens = 1;
+    if (step == 1) {  // fork: slot 4's state copied to slot 1, then continued there too
+      b.both([&](Backend& be, bool) { be.copy_conv_slot(4, 1); });
+      seqs.push_back({2, 0, {}, 1});
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cera
