@@ -72,6 +72,9 @@ Command add_bench_command(CLI::App& app) {
             if (!f->parallel.empty()) longest = std::max(longest, f->parallel_prompt + gen_parallel + 1);
             eo.n_ctx = std::max(eo.n_ctx, longest);
             for (int32_t n : f->parallel) eo.n_seq_max = std::max(eo.n_seq_max, n);
+            // Raw prefill speed, as llama-bench measures it: with the prefix cache on, prompts are cut
+            // into chunks that end at its checkpoints (-b would not be the step size).
+            if (f->shared_prefix == 0) eo.prefix_cache_mib = 0;
             auto engine = Engine::load(eo);
             const ModelInfo& info = engine->info();
             std::mt19937 rng(42);

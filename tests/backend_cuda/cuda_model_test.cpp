@@ -18,6 +18,23 @@ namespace {
 
 using test::FixtureFile;
 
+// Prompts for a model: the fixture's, or for the committed default model a few of its own texts.
+std::vector<std::vector<int32_t>> prompts_for(const std::string& model, Engine& engine) {
+  std::vector<std::vector<int32_t>> out;
+  if (model == "default") {
+    for (const char* text : {"Once upon a time, there was a little", "The sun rose over the hills and",
+                             "Tom wanted to play with his friends, but"})
+      out.push_back(engine.tokenize(text));
+  } else {
+    for (const auto& p : test::load_fixture_prompts(model)) out.push_back(p.ids);
+  }
+  return out;
+}
+
+std::string model_path(const std::string& model, const std::string& type) {
+  return model == "default" ? test::source_path("models/default.gguf") : test::fixture_gguf(model, type);
+}
+
 std::unique_ptr<Engine> load(const std::string& path, const std::string& device, int32_t n_seq = 1) {
   EngineOptions o;
   o.model_path = path;
@@ -61,13 +78,16 @@ void expect_fixture_criteria(const FixtureFile& c, const std::vector<float>& our
   }
   // Q8_0: the documented substitute bound of tests/model/fixture_parity_test.cpp — our arithmetic
   // adds no more error than llama.cpp's to the file's own weights (computed exactly on the CPU).
+  // Unlike the CPU path, CUDA does not round activations to 8 bits at all (f16 in prefill, f32 in
+  // decode: measured 2e-3 and 1e-6 from exact), so its distance to llama.cpp is simply llama.cpp's
+  // own rounding error (4.4e-2 of 6.25e-2 on lfm2) and the CPU's extra "0.7 x row" bound does not
+  // apply; the bound below is the one that catches a misread block format, and it holds with room.
   auto exact_engine = load(test::dequantized_f32_copy(test::fixture_gguf(c.model, c.type)), "cpu");
   const auto exact = test::prompt_logits(*exact_engine, prompts);
   const double ours_err = test::rel_rms(ours, exact), lc_err = test::rel_rms(lc, exact);
   std::printf("[ cuda %-7s %-10s %-6s ] vs exact weights: ours %.3e, llama.cpp %.3e\n", path_name, c.model, c.type,
               ours_err, lc_err);
   EXPECT_LE(ours_err, 1.05 * lc_err) << path_name;
-  EXPECT_LE(vs_lc, 0.7 * c.llamacpp_rel_rms) << path_name;
 }
 
 class CudaFixtureParity : public ::testing::TestWithParam<FixtureFile> {};
@@ -99,20 +119,26 @@ int32_t argmax(std::span<const float> v) { return int32_t(std::max_element(v.beg
 
 // CUDA's greedy continuation equals the CPU's; a divergence is accepted only at a near tie: where
 // the CPU's top-2 margin is within 5x the reduced-precision error the criteria allow
-// (1.1 x llama.cpp's BF16 row, relative to the logits' rms).
+// (1.1 x llama.cpp's BF16 row, relative to the logits' rms). For quantized files the CPU reference
+// computes the file's weights dequantized to F32: the CPU's quantized path rounds activations to
+// 8 bits as llama.cpp does (0.1 x rms away on Q4_K_M), CUDA does not, so only exact weights make a
+// reference whose own error is below the tolerance. "default" is the committed models/default.gguf.
 class CudaGreedy : public ::testing::TestWithParam<std::pair<const char*, const char*>> {};
 
 TEST_P(CudaGreedy, ContinuationMatchesCpu) {
   CERA_REQUIRE_CUDA();
   const std::string model = GetParam().first, type = GetParam().second;
-  auto gpu = load(test::fixture_gguf(model, type), "cuda");
-  auto cpu = load(test::fixture_gguf(model, type), "cpu");
-  const double tol = 5 * 1.1 * test::llamacpp_bf16_rel_rms(model);
+  const std::string path = model_path(model, type);
+  const bool is_float = type == "BF16" || type == "F16" || type == "F32";
+  auto gpu = load(path, "cuda");
+  auto cpu = load(is_float ? path : test::dequantized_f32_copy(path), "cpu");
+  const auto prompts = prompts_for(model, *cpu);
+  const double tol = 5 * 1.1 * test::llamacpp_bf16_rel_rms(model == "default" ? "lfm2-tiny" : model);
   int compared = 0;
-  for (const auto& p : test::load_fixture_prompts(model)) {
+  for (const auto& p : prompts) {
     auto g = gpu->new_session(), c = cpu->new_session();
-    g->append(p.ids);
-    c->append(p.ids);
+    g->append(p);
+    c->append(p);
     for (int step = 0; step < 24; ++step) {
       const int32_t tg = argmax(g->last_logits()), tc = argmax(c->last_logits());
       ++compared;
@@ -131,9 +157,10 @@ TEST_P(CudaGreedy, ContinuationMatchesCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, CudaGreedy,
-                         ::testing::Values(std::pair{"lfm2-tiny", "BF16"}, std::pair{"lfm2-tiny", "Q4_0"},
-                                           std::pair{"lfm2-tiny", "Q4_K_M"}, std::pair{"llama-tiny", "BF16"},
-                                           std::pair{"qwen2-tiny", "BF16"}, std::pair{"qwen3-tiny", "Q4_K_M"}),
+                         ::testing::Values(std::pair{"default", "Q8_0"}, std::pair{"lfm2-tiny", "BF16"},
+                                           std::pair{"lfm2-tiny", "Q4_0"}, std::pair{"lfm2-tiny", "Q4_K_M"},
+                                           std::pair{"llama-tiny", "BF16"}, std::pair{"qwen2-tiny", "BF16"},
+                                           std::pair{"qwen2-tiny", "Q8_0"}, std::pair{"qwen3-tiny", "Q4_K_M"}),
                          [](const auto& info) {
                            std::string s = std::string(info.param.first) + "_" + info.param.second;
                            std::replace(s.begin(), s.end(), '-', '_');
@@ -156,13 +183,14 @@ std::vector<std::vector<float>> greedy_trace(Engine& e, const std::vector<int32_
 // A replayed graph runs exactly the kernels of the eager step, on the same data: bit-identical.
 TEST(CudaGraphs, ReplayEqualsEagerLaunchesBitForBit) {
   CERA_REQUIRE_CUDA();
-  for (const auto& [model, type] : {std::pair{"lfm2-tiny", "Q4_0"}, std::pair{"qwen3-tiny", "BF16"}}) {
-    const std::string path = test::fixture_gguf(model, type);
-    const auto prompt = test::load_fixture_prompts(model).front().ids;
+  for (const auto& [model, type] : {std::pair{"default", "Q8_0"}, std::pair{"qwen3-tiny", "BF16"},
+                                     std::pair{"llama-tiny", "Q4_K_M"}}) {
+    const std::string path = model_path(model, type);
     ::setenv("CERA_CUDA_GRAPHS", "0", 1);
     auto eager = load(path, "cuda");
     ::unsetenv("CERA_CUDA_GRAPHS");
     auto graphs = load(path, "cuda");
+    const auto prompt = prompts_for(model, *graphs).front();
     const auto a = greedy_trace(*eager, prompt, 24), b = greedy_trace(*graphs, prompt, 24);
     ASSERT_EQ(a.size(), b.size());
     for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << model << " " << type << " step " << i;

@@ -128,6 +128,7 @@ class CudaBackend final : public Backend {
     const size_t bytes = size_t(rows) * size_t(cols) * sizeof(float);
     buffers_.emplace_back(bytes);
     CERA_CUDA_CHECK(cudaMemsetAsync(buffers_.back().get(), 0, bytes, stream_));
+    CERA_CUDA_CHECK(cudaStreamSynchronize(stream_));  // whoever writes it next may use another stream
     Tensor t;
     t.data = buffers_.back().get();
     t.rows = rows;
@@ -144,6 +145,7 @@ class CudaBackend final : public Backend {
     conv_.reset(sizeof(float) * size_t(layout.n_conv_layers) * layout.n_conv_slots * layout.conv_state_dim);
     if (kv_.get()) CERA_CUDA_CHECK(cudaMemsetAsync(kv_.get(), 0, kv_.bytes(), stream_));
     if (conv_.get()) CERA_CUDA_CHECK(cudaMemsetAsync(conv_.get(), 0, conv_.bytes(), stream_));
+    CERA_CUDA_CHECK(cudaStreamSynchronize(stream_));
     invalidate_graphs();
   }
 
@@ -405,8 +407,7 @@ class CudaBackend final : public Backend {
       CERA_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
       mode_ = Mode::Capturing;
     }
-    if (mode_ == Mode::Idle) throw Error(ErrorCode::Internal, "a CUDA op ran outside a step (no set_step)");
-    return true;
+    return true;  // Eager, Capturing, or Idle (an op after read(): it runs on the last step's metadata)
   }
 
   // Ends the step's forward: closes a capture and launches the graph, or launches the replay.
