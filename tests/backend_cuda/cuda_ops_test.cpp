@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <numeric>
 
 #include "backend/cpu/cpu_backend.h"
@@ -40,9 +41,12 @@ struct Both {
     }
     return p;
   }
+  // The CPU backend uses weights in place (as from a mapped file): keep the data alive.
+  std::deque<std::vector<float>> weights_data;
   Pair weight(int64_t rows, int64_t cols, const std::vector<float>& data) {
-    return {cpu->upload_weight(GgmlType::F32, rows, cols, data.data()),
-            gpu->upload_weight(GgmlType::F32, rows, cols, data.data())};
+    const std::vector<float>& kept = weights_data.emplace_back(data);
+    return {cpu->upload_weight(GgmlType::F32, rows, cols, kept.data()),
+            gpu->upload_weight(GgmlType::F32, rows, cols, kept.data())};
   }
   template <typename F>
   void both(F&& f) {
