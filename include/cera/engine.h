@@ -149,11 +149,19 @@ class Engine {
   // Throws InvalidArgument for an empty list, mismatched lengths, a session of another engine or
   // listed twice, or a token outside the vocabulary; OutOfRange when a session's context is full.
   void decode_batch(std::span<Session* const> sessions, std::span<const int32_t> tokens);
+  // decode_batch for greedy decoding: the same step, but only each session's most likely next token
+  // comes back (next_tokens[i], computed where the model runs, the first on ties), so a GPU does not
+  // move sessions × n_vocab logits to the host every step. last_logits() is empty afterwards.
+  void decode_batch_greedy(std::span<Session* const> sessions, std::span<const int32_t> tokens,
+                           std::span<int32_t> next_tokens);
 
  private:
   friend class Session;
   struct Impl;
   explicit Engine(std::unique_ptr<Impl> impl);
+  // decode_batch and decode_batch_greedy: next_tokens empty asks for the logits.
+  void decode_batch_impl(std::span<Session* const> sessions, std::span<const int32_t> tokens,
+                         std::span<int32_t> next_tokens);
   std::unique_ptr<Impl> impl_;
 };
 

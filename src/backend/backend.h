@@ -108,6 +108,9 @@ class Backend {
   virtual void set_step(const StepInputs& inputs) = 0;
   // Copies `t` (F32) to host memory, row by row.
   virtual void read(const Tensor& t, float* host) = 0;
+  // host[r] = the column of row r's largest value (the first on ties), for every row of `t`: greedy
+  // decoding without moving rows × n_vocab logits to the host. Ends the step like read().
+  virtual void argmax_rows(const Tensor& t, int32_t* host) = 0;
 
   // ---- ops (all on the current step's T rows unless the tensor says fewer)
   // out[t] = table row tokens[t] (dequantized).

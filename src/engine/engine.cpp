@@ -156,7 +156,7 @@ void Engine::Impl::reserve_evicting(int32_t seq_id, int32_t n_tokens) {
   }
 }
 
-void Engine::Impl::step(std::span<const SeqInput> inputs, std::vector<float>& logits_out, std::vector<float>* hidden_out) {
+Tensor Engine::Impl::run_step(std::span<const SeqInput> inputs) {
   std::vector<int32_t> tokens, positions, output_rows;
   std::vector<StepSequence> seqs;
   for (const SeqInput& in : inputs) {
@@ -184,7 +184,15 @@ void Engine::Impl::step(std::span<const SeqInput> inputs, std::vector<float>& lo
   }
   StepInputs si{tokens, positions, seqs, output_rows};
   backend->set_step(si);
-  Tensor logits = model->forward(int32_t(tokens.size()), int32_t(output_rows.size()));
+  return model->forward(int32_t(tokens.size()), int32_t(output_rows.size()));
+}
+
+void Engine::Impl::advance(std::span<const SeqInput> inputs) {
+  for (const SeqInput& in : inputs) sequences->get(in.seq_id).n_past += int32_t(in.tokens.size());
+}
+
+void Engine::Impl::step(std::span<const SeqInput> inputs, std::vector<float>& logits_out, std::vector<float>* hidden_out) {
+  const Tensor logits = run_step(inputs);
   logits_out.resize(size_t(logits.rows * logits.cols));
   backend->read(logits, logits_out.data());
   if (hidden_out) {
@@ -192,7 +200,14 @@ void Engine::Impl::step(std::span<const SeqInput> inputs, std::vector<float>& lo
     hidden_out->resize(size_t(h.rows * h.cols));
     backend->read(h, hidden_out->data());
   }
-  for (const SeqInput& in : inputs) sequences->get(in.seq_id).n_past += int32_t(in.tokens.size());
+  advance(inputs);
+}
+
+void Engine::Impl::step_argmax(std::span<const SeqInput> inputs, std::vector<int32_t>& argmax_out) {
+  const Tensor logits = run_step(inputs);
+  argmax_out.resize(size_t(logits.rows));
+  backend->argmax_rows(logits, argmax_out.data());
+  advance(inputs);
 }
 
 }  // namespace cera

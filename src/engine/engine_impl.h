@@ -43,6 +43,11 @@ struct Engine::Impl {
   };
   // With hidden_out, also the output rows' final-norm hidden states, [n_outputs, n_embd].
   void step(std::span<const SeqInput> inputs, std::vector<float>& logits_out, std::vector<float>* hidden_out = nullptr);
+  // The same step, but only the argmax of each output row comes back (computed by the backend).
+  void step_argmax(std::span<const SeqInput> inputs, std::vector<int32_t>& argmax_out);
+  // Shared by both: validates, reserves KV, runs the forward; returns the output logits tensor.
+  Tensor run_step(std::span<const SeqInput> inputs);
+  void advance(std::span<const SeqInput> inputs);
   // Reserves KV blocks for a sequence, evicting prefix-cache entries if the pool is short.
   void reserve_evicting(int32_t seq_id, int32_t n_tokens);
 };

@@ -89,6 +89,18 @@ std::unique_ptr<Session> Engine::new_session() {
 }
 
 void Engine::decode_batch(std::span<Session* const> sessions, std::span<const int32_t> tokens) {
+  decode_batch_impl(sessions, tokens, {});
+}
+
+void Engine::decode_batch_greedy(std::span<Session* const> sessions, std::span<const int32_t> tokens,
+                                 std::span<int32_t> next_tokens) {
+  if (next_tokens.size() != sessions.size())
+    throw Error(ErrorCode::InvalidArgument, "decode_batch_greedy: next_tokens must have one entry per session");
+  decode_batch_impl(sessions, tokens, next_tokens);
+}
+
+void Engine::decode_batch_impl(std::span<Session* const> sessions, std::span<const int32_t> tokens,
+                               std::span<int32_t> next_tokens) {
   if (sessions.empty()) throw Error(ErrorCode::InvalidArgument, "decode_batch: no sessions");
   if (sessions.size() != tokens.size())
     throw Error(ErrorCode::InvalidArgument, "decode_batch: " + std::to_string(sessions.size()) + " sessions but " +
@@ -108,15 +120,23 @@ void Engine::decode_batch(std::span<Session* const> sessions, std::span<const in
     s.throw_if_cancelled();
     inputs.push_back({s.seq_id, tokens.subspan(i, 1), false});
   }
+
   std::vector<float> logits, hidden;
-  impl_->step(inputs, logits, impl_->options.embeddings ? &hidden : nullptr);
+  std::vector<int32_t> best;
+  if (next_tokens.empty()) impl_->step(inputs, logits, impl_->options.embeddings ? &hidden : nullptr);
+  else impl_->step_argmax(inputs, best);
   const size_t V = size_t(impl_->info.n_vocab), E = size_t(impl_->info.n_embd);
   for (size_t i = 0; i < sessions.size(); ++i) {
     Session::Impl& s = *sessions[i]->impl_;
-    s.reused = 0;
-    s.logits.assign(logits.begin() + long(i * V), logits.begin() + long((i + 1) * V));
+    if (next_tokens.empty()) {
+      s.logits.assign(logits.begin() + long(i * V), logits.begin() + long((i + 1) * V));
+    } else {
+      s.logits.clear();
+      next_tokens[i] = best[i];
+    }
     if (hidden.empty()) s.embeddings.clear();
     else s.embeddings.assign(hidden.begin() + long(i * E), hidden.begin() + long((i + 1) * E));
+    s.reused = 0;
     s.history.push_back(tokens[i]);
     s.chat_fed.reset();  // the session now holds text its chat rendering does not know
     s.publish_to_cache();

@@ -89,6 +89,13 @@ class CpuBackend final : public Backend {
     for (int64_t r = 0; r < t.rows; ++r) std::memcpy(host + r * t.cols, t.row(r), sizeof(float) * t.cols);
   }
 
+  void argmax_rows(const Tensor& t, int32_t* host) override {
+    for (int64_t r = 0; r < t.rows; ++r) {
+      const float* row = t.row(r);
+      host[r] = int32_t(std::max_element(row, row + t.cols) - row);
+    }
+  }
+
   void embed(const Tensor& table, Tensor out) override {
     const auto& kern = cpu::matmul_kernels(table.type);
     const auto* base = static_cast<const uint8_t*>(table.data);

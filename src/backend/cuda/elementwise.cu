@@ -80,6 +80,39 @@ __global__ void gather_kernel(const float* x, int64_t xs, const int32_t* rows, f
   for (int32_t c = threadIdx.x; c < cols; c += blockDim.x) dst[c] = src[c];
 }
 
+// One block per row: each thread keeps its best (value, index), then a shared-memory reduction that
+// prefers the lower index on equal values, so the result is the first maximum as on the CPU.
+__global__ void argmax_kernel(const float* x, int64_t xs, int32_t cols, int32_t* out) {
+  __shared__ float best_v[256];
+  __shared__ int32_t best_i[256];
+  const float* row = x + int64_t(blockIdx.x) * xs;
+  float bv = -INFINITY;
+  int32_t bi = -1;
+  for (int32_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float v = row[c];
+    if (bi < 0 ? v == v : v > bv) {  // the first non-NaN value, then strictly larger ones
+      bv = v;
+      bi = c;
+    }
+  }
+  best_v[threadIdx.x] = bv;
+  best_i[threadIdx.x] = bi;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) {
+      const float ov = best_v[threadIdx.x + s];
+      const int32_t oi = best_i[threadIdx.x + s];
+      const int32_t mi = best_i[threadIdx.x];
+      if (oi >= 0 && (mi < 0 || ov > best_v[threadIdx.x] || (ov == best_v[threadIdx.x] && oi < mi))) {
+        best_v[threadIdx.x] = ov;
+        best_i[threadIdx.x] = oi;
+      }
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = best_i[0] < 0 ? 0 : best_i[0];
+}
+
 template <typename T>
 __global__ void convert_kernel(const float* x, int64_t xs, int32_t rows, int32_t cols, T* out) {
   const int32_t c = blockIdx.x * blockDim.x + threadIdx.x;
@@ -134,6 +167,12 @@ void gather_rows(const float* x, int64_t xs, const int32_t* rows, int32_t n, flo
                  cudaStream_t s) {
   if (n <= 0) return;
   gather_kernel<<<n, 256, 0, s>>>(x, xs, rows, out, os, cols);
+  CERA_CUDA_CHECK_LAUNCH();
+}
+
+void argmax_rows(const float* x, int64_t xs, int32_t rows, int32_t cols, int32_t* out, cudaStream_t s) {
+  if (rows <= 0) return;
+  argmax_kernel<<<rows, 256, 0, s>>>(x, xs, cols, out);
   CERA_CUDA_CHECK_LAUNCH();
 }
 

@@ -26,6 +26,8 @@ void swiglu(const float* gate, int64_t gate_stride, const float* up, int64_t up_
 // out[i] = x[rows[i]] for i < n.
 void gather_rows(const float* x, int64_t x_stride, const int32_t* rows, int32_t n, float* out, int64_t out_stride,
                  int32_t cols, cudaStream_t s);
+// out[r] = index of the largest value of row r (the first on ties; NaN never wins).
+void argmax_rows(const float* x, int64_t x_stride, int32_t rows, int32_t cols, int32_t* out, cudaStream_t s);
 // Dense 16-bit copies of an F32 activation matrix, for the tensor-core GEMM.
 void to_f16(const float* x, int64_t x_stride, int32_t rows, int32_t cols, __half* out, cudaStream_t s);
 void to_bf16(const float* x, int64_t x_stride, int32_t rows, int32_t cols, __nv_bfloat16* out, cudaStream_t s);
@@ -57,6 +59,12 @@ void store_kv(const KvLayer& kv, const StepView& step, const float* k, int64_t k
 // Causal attention for every token of the step, over the step's tiles (StepView::tiles).
 void attention_prefill(const KvLayer& kv, const StepView& step, int32_t n_tiles, const float* q, int64_t q_stride,
                        float* out, int64_t out_stride, const AttentionShape& shape, cudaStream_t s);
+// attention_prefill_tc.cu: the same prefill attention on tensor cores (mma.sync 3xTF32, fp32
+// accuracy) for the head dims it supports; attention_prefill dispatches to it unless the
+// environment sets CERA_CUDA_ATTENTION=simt.
+bool attention_prefill_tc_supported(int32_t head_dim);
+void attention_prefill_tc(const KvLayer& kv, const StepView& step, int32_t n_tiles, const float* q, int64_t q_stride,
+                          float* out, int64_t out_stride, const AttentionShape& shape, cudaStream_t s);
 // Attention for steps where every sequence has one token (T == n_seqs): splits each sequence's keys
 // into n_splits ranges; `partial` holds T × n_head × n_splits × (head_dim + 2) floats.
 inline constexpr int32_t kDecodeSplits = 16;
