@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -86,9 +87,72 @@ class CudaGraph {
   cudaGraphExec_t exec_ = nullptr;
 };
 
+// CERA_CUDA_PROFILE=1: times the ops of eager steps with CUDA events (the time from one op's launch to
+// the next is charged to it) and prints where the time went when the backend is destroyed. Use with
+// CERA_CUDA_GRAPHS=0: a replayed step launches no ops one by one.
+class OpProfiler {
+ public:
+  explicit OpProfiler(bool on) : on_(on) {}
+  ~OpProfiler() {
+    for (cudaEvent_t e : pool_) cudaEventDestroy(e);
+  }
+  bool on() const { return on_; }
+  void mark(const char* name, cudaStream_t s) {
+    if (n_marks_ == pool_.size()) {
+      cudaEvent_t e = nullptr;
+      CERA_CUDA_CHECK(cudaEventCreate(&e));
+      pool_.push_back(e);
+    }
+    names_.resize(pool_.size());
+    names_[n_marks_] = name;
+    CERA_CUDA_CHECK(cudaEventRecord(pool_[n_marks_++], s));
+  }
+  // At the end of a step: waits for it and adds each op's share to the totals.
+  void end_step(cudaStream_t s) {
+    if (n_marks_ == 0) return;
+    mark("", s);
+    CERA_CUDA_CHECK(cudaEventSynchronize(pool_[n_marks_ - 1]));
+    for (size_t i = 0; i + 1 < n_marks_; ++i) {
+      float ms = 0;
+      CERA_CUDA_CHECK(cudaEventElapsedTime(&ms, pool_[i], pool_[i + 1]));
+      auto& t = totals_[names_[i]];
+      t.first += ms;
+      t.second += 1;
+    }
+    ++steps_;
+    n_marks_ = 0;
+  }
+  void report() const {
+    if (!on_ || steps_ == 0) return;
+    double all = 0;
+    for (const auto& [name, t] : totals_) all += t.first;
+    std::fprintf(stderr, "cera: CUDA op profile over %lld eager steps (%.3f ms per step):\n", (long long)steps_,
+                 all / double(steps_));
+    std::vector<std::pair<double, std::string>> rows;
+    for (const auto& [name, t] : totals_) rows.emplace_back(t.first, name);
+    std::sort(rows.rbegin(), rows.rend());
+    for (const auto& [ms, name] : rows)
+      std::fprintf(stderr, "  %-22s %8.3f ms/step %5.1f%%  %6.1f launches/step\n", name.c_str(), ms / double(steps_),
+                   100.0 * ms / all, double(totals_.at(name).second) / double(steps_));
+  }
+
+ private:
+  bool on_;
+  std::vector<cudaEvent_t> pool_;
+  std::vector<const char*> names_;
+  size_t n_marks_ = 0;
+  int64_t steps_ = 0;
+  std::map<std::string, std::pair<double, int64_t>> totals_;
+};
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && std::string(v) == "1";
+}
+
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(const CudaBackendOptions& o) : options_(o) {
+  explicit CudaBackend(const CudaBackendOptions& o) : options_(o), profiler_(env_flag("CERA_CUDA_PROFILE")) {
     CERA_CUDA_CHECK(cudaSetDevice(o.device));
     CERA_CUDA_CHECK(cudaGetDeviceProperties(&props_, o.device));
     CERA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -96,6 +160,7 @@ class CudaBackend final : public Backend {
   }
 
   ~CudaBackend() override {
+    profiler_.report();
     graphs_.clear();
     gemm_.reset();
     if (stream_) cudaStreamDestroy(stream_);
@@ -280,35 +345,35 @@ class CudaBackend final : public Backend {
       if (id < 0 || id >= table.rows)
         throw Error(ErrorCode::InvalidArgument, "token id " + std::to_string(id) +
                                                     " is outside the vocabulary (0.." + std::to_string(table.rows - 1) + ")");
-    if (!begin_op()) return;
+    if (!begin_op("embed")) return;
     cuda::embed_rows(table.type, table.data, table.cols, table.row_bytes, view_.tokens, n_tokens_, out.f32(),
                      stride(out), stream_);
   }
 
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor out) override {
-    if (!begin_op()) return;
+    if (!begin_op("rms_norm")) return;
     cuda::rms_norm(x.f32(), stride(x), nullptr, 0, w.f32(), eps, out.f32(), stride(out), rows(x), int32_t(x.cols),
                    stream_);
   }
 
   void add_rms_norm(Tensor x, const Tensor& delta, const Tensor& w, float eps, Tensor out) override {
-    if (!begin_op()) return;
+    if (!begin_op("add_rms_norm")) return;
     cuda::rms_norm(x.f32(), stride(x), delta.f32(), stride(delta), w.f32(), eps, out.f32(), stride(out), rows(x),
                    int32_t(x.cols), stream_);
   }
 
   void add(Tensor x, const Tensor& delta) override {
-    if (!begin_op()) return;
+    if (!begin_op("add")) return;
     cuda::add(x.f32(), stride(x), delta.f32(), stride(delta), rows(x), int32_t(x.cols), stream_);
   }
 
   void scale(Tensor x, float s) override {
-    if (!begin_op()) return;
+    if (!begin_op("scale")) return;
     cuda::scale(x.f32(), stride(x), s, rows(x), int32_t(x.cols), stream_);
   }
 
   void matmul(const Tensor& x, std::span<const Tensor> ws, std::span<Tensor> ys) override {
-    if (!begin_op()) return;
+    if (!begin_op(x.rows <= kMatvecRows ? "matmul (matvec)" : "matmul (gemm)")) return;
     for (size_t i = 0; i < ws.size(); ++i) {
       const Tensor& w = ws[i];
       Tensor& y = ys[i];
@@ -323,20 +388,20 @@ class CudaBackend final : public Backend {
   }
 
   void swiglu(const Tensor& gate, const Tensor& up, Tensor out) override {
-    if (!begin_op()) return;
+    if (!begin_op("swiglu")) return;
     cuda::swiglu(gate.f32(), stride(gate), up.f32(), stride(up), out.f32(), stride(out), rows(gate),
                  int32_t(gate.cols), stream_);
   }
 
   void add_bias(Tensor x, const Tensor& bias) override {
-    if (!begin_op()) return;
+    if (!begin_op("add_bias")) return;
     cuda::add_bias(x.f32(), stride(x), bias.f32(), rows(x), int32_t(x.cols), stream_);
   }
 
   void qk_norm_rope(Tensor q, Tensor k, const Tensor* q_norm, const Tensor* k_norm, float eps,
                     const AttentionParams& a, const RopeParams& rope) override {
     if (mode_ != Mode::Replay && mode_ != Mode::Capturing) rope_table(rope);  // uploads outside a capture
-    if (!begin_op()) return;
+    if (!begin_op("qk_norm_rope")) return;
     cuda::RopeArgs r{rope_table(rope), rope.n_rot, rope.neox};
     cuda::qk_norm_rope(q.f32(), stride(q), k.f32(), stride(k), q_norm ? q_norm->f32() : nullptr,
                        k_norm ? k_norm->f32() : nullptr, eps, a.n_head, a.n_head_kv, a.head_dim, r, view_.positions,
@@ -351,7 +416,7 @@ class CudaBackend final : public Backend {
     if (decode_ && mode_ == Mode::Eager &&
         partial_.ensure(sizeof(float) * size_t(n_tokens_) * p.n_head * cuda::kDecodeSplits * (p.head_dim + 2)))
       invalidate_graphs();  // captured steps read the old buffer
-    if (!begin_op()) return;
+    if (!begin_op("attention")) return;
     const cuda::KvLayer kv = kv_layer(layer);
     cuda::store_kv(kv, view_, k.f32(), stride(k), v.f32(), stride(v), n_tokens_, stream_);
     if (decode_)
@@ -362,7 +427,7 @@ class CudaBackend final : public Backend {
   }
 
   void short_conv(int32_t layer, const Tensor& bcx, const Tensor& w, Tensor out) override {
-    if (!begin_op()) return;
+    if (!begin_op("short_conv")) return;
     float* state = conv_.as<float>() + size_t(layer) * layout_.n_conv_slots * layout_.conv_state_dim;
     cuda::short_conv(view_, n_seqs_, bcx.f32(), stride(bcx), w.f32(), int32_t(w.cols), state, out.f32(), stride(out),
                      n_tokens_, int32_t(out.cols), stream_);
@@ -401,7 +466,7 @@ class CudaBackend final : public Backend {
   }
 
   void gather_output_rows(const Tensor& x, Tensor out) override {
-    if (!begin_op()) return;
+    if (!begin_op("gather_output_rows")) return;
     cuda::gather_rows(x.f32(), stride(x), view_.output_rows, n_out_, out.f32(), stride(out), int32_t(x.cols), stream_);
   }
 
@@ -418,17 +483,19 @@ class CudaBackend final : public Backend {
   static int32_t rows(const Tensor& t) { return int32_t(t.rows); }
 
   // Whether the op must launch now (false while a graph will replay the step).
-  bool begin_op() {
+  bool begin_op(const char* name) {
     if (mode_ == Mode::Replay) return false;
     if (mode_ == Mode::CapturePending) {
       CERA_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
       mode_ = Mode::Capturing;
     }
+    if (profiler_.on() && mode_ != Mode::Capturing) profiler_.mark(name, stream_);
     return true;  // Eager, Capturing, or Idle (an op after read(): it runs on the last step's metadata)
   }
 
   // Ends the step's forward: closes a capture and launches the graph, or launches the replay.
   void finish_step() {
+    if (profiler_.on()) profiler_.end_step(stream_);
     if (mode_ == Mode::Capturing) {
       cudaGraph_t g = nullptr;
       CERA_CUDA_CHECK(cudaStreamEndCapture(stream_, &g));
@@ -482,6 +549,7 @@ class CudaBackend final : public Backend {
   size_t conv_slot_bytes() const { return sizeof(float) * size_t(layout_.conv_state_dim); }
 
   CudaBackendOptions options_;
+  OpProfiler profiler_;
   cudaDeviceProp props_{};
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<cuda::Gemm> gemm_;
