@@ -87,9 +87,11 @@ class CudaGraph {
   cudaGraphExec_t exec_ = nullptr;
 };
 
-// CERA_CUDA_PROFILE=1: times the ops of eager steps with CUDA events (the time from one op's launch to
-// the next is charged to it) and prints where the time went when the backend is destroyed. Use with
-// CERA_CUDA_GRAPHS=0: a replayed step launches no ops one by one.
+// CERA_CUDA_PROFILE=1: times the ops of eager steps with CUDA events (the time from one op's start to
+// the next is charged to it) and prints where the time went when the backend is destroyed. Each step
+// first holds the GPU for 20 ms so all its launches are queued before it runs: the times are the
+// GPU's, as in a graph replay, not the host's launch rate. Use with CERA_CUDA_GRAPHS=0 (a replayed
+// step launches no ops one by one).
 class OpProfiler {
  public:
   explicit OpProfiler(bool on) : on_(on) {}
@@ -98,6 +100,7 @@ class OpProfiler {
   }
   bool on() const { return on_; }
   void mark(const char* name, cudaStream_t s) {
+    if (n_marks_ == 0) cuda::gpu_sleep(20'000'000, s);  // 20 ms: the step's launches queue up behind it
     if (n_marks_ == pool_.size()) {
       cudaEvent_t e = nullptr;
       CERA_CUDA_CHECK(cudaEventCreate(&e));
@@ -429,8 +432,12 @@ class CudaBackend final : public Backend {
   void short_conv(int32_t layer, const Tensor& bcx, const Tensor& w, Tensor out) override {
     if (!begin_op("short_conv")) return;
     float* state = conv_.as<float>() + size_t(layer) * layout_.n_conv_slots * layout_.conv_state_dim;
-    cuda::short_conv(view_, n_seqs_, bcx.f32(), stride(bcx), w.f32(), int32_t(w.cols), state, out.f32(), stride(out),
-                     n_tokens_, int32_t(out.cols), stream_);
+    if (decode_)
+      cuda::short_conv_decode(view_, bcx.f32(), stride(bcx), w.f32(), int32_t(w.cols), state, out.f32(), stride(out),
+                              n_tokens_, int32_t(out.cols), stream_);
+    else
+      cuda::short_conv(view_, n_seqs_, bcx.f32(), stride(bcx), w.f32(), int32_t(w.cols), state, out.f32(),
+                       stride(out), n_tokens_, int32_t(out.cols), stream_);
   }
 
   void shift_kv(int32_t layer, std::span<const int32_t> blocks, int32_t first, int32_t count, int32_t delta,

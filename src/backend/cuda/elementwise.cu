@@ -113,6 +113,12 @@ __global__ void argmax_kernel(const float* x, int64_t xs, int32_t cols, int32_t*
   if (threadIdx.x == 0) out[blockIdx.x] = best_i[0] < 0 ? 0 : best_i[0];
 }
 
+__global__ void sleep_kernel(int64_t ns) {
+  const int64_t start = clock64();
+  // clock64 counts SM cycles; ~2 GHz on an H200 is close enough for a profiling hold.
+  while (clock64() - start < ns * 2) __nanosleep(1000);
+}
+
 template <typename T>
 __global__ void convert_kernel(const float* x, int64_t xs, int32_t rows, int32_t cols, T* out) {
   const int32_t c = blockIdx.x * blockDim.x + threadIdx.x;
@@ -173,6 +179,11 @@ void gather_rows(const float* x, int64_t xs, const int32_t* rows, int32_t n, flo
 void argmax_rows(const float* x, int64_t xs, int32_t rows, int32_t cols, int32_t* out, cudaStream_t s) {
   if (rows <= 0) return;
   argmax_kernel<<<rows, 256, 0, s>>>(x, xs, cols, out);
+  CERA_CUDA_CHECK_LAUNCH();
+}
+
+void gpu_sleep(int64_t ns, cudaStream_t s) {
+  sleep_kernel<<<1, 1, 0, s>>>(ns);
   CERA_CUDA_CHECK_LAUNCH();
 }
 

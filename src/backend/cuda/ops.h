@@ -80,5 +80,12 @@ void shift_kv(const KvLayer& kv, const int32_t* blocks, int32_t first, int32_t c
 void short_conv(const StepView& step, int32_t n_seqs, const float* bcx, int64_t bcx_stride, const float* w,
                 int32_t kernel_len, float* state, float* out, int64_t out_stride, int32_t n_tokens, int32_t d,
                 cudaStream_t s);
+// The same when every sequence has exactly one token (sequence i = token i): one launch.
+void short_conv_decode(const StepView& step, const float* bcx, int64_t bcx_stride, const float* w, int32_t kernel_len,
+                       float* state, float* out, int64_t out_stride, int32_t n_tokens, int32_t d, cudaStream_t s);
+
+// ---- profiling: keeps the stream busy for `ns` nanoseconds (a step's launches queue up behind it,
+// so event times measure the GPU's execution, not the host's launch rate).
+void gpu_sleep(int64_t ns, cudaStream_t s);
 
 }  // namespace cera::cuda

@@ -45,7 +45,35 @@ __global__ void conv_state_kernel(StepView step, const float* bcx, int64_t bs, i
   for (int32_t j = 0; j < S; ++j) st[int64_t(j) * D + c] = history(sq, sq.n_tokens + j, S, bcx, bs, st, c, D);
 }
 
+// Decode (every sequence has one token): thread (t, c) is the only reader of its sequence's old state
+// for channel c, so it can compute the output and roll the state in one launch.
+__global__ void conv_decode_kernel(StepView step, const float* bcx, int64_t bs, const float* w, int32_t L,
+                                   float* state, float* out, int64_t os, int32_t D) {
+  const int32_t c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= D) return;
+  const int32_t t = blockIdx.y;
+  const DeviceSeq sq = step.seqs[step.token_seq[t]];
+  const int32_t S = L - 1;
+  float* st = state + int64_t(sq.conv_slot) * S * D;
+  const float* row = bcx + int64_t(t) * bs;
+  const float bx = __fmul_rn(row[c], row[2 * D + c]);
+  float acc = 0.f;
+  for (int32_t k = 0; k < L; ++k)
+    acc = __fadd_rn(acc, __fmul_rn(w[int64_t(c) * L + k], k < S ? st[int64_t(k) * D + c] : bx));
+  out[int64_t(t) * os + c] = __fmul_rn(row[D + c], acc);
+  for (int32_t j = 0; j + 1 < S; ++j) st[int64_t(j) * D + c] = st[int64_t(j + 1) * D + c];
+  if (S > 0) st[int64_t(S - 1) * D + c] = bx;
+}
+
 }  // namespace
+
+void short_conv_decode(const StepView& step, const float* bcx, int64_t bs, const float* w, int32_t L, float* state,
+                       float* out, int64_t os, int32_t n_tokens, int32_t D, cudaStream_t s) {
+  if (n_tokens <= 0) return;
+  conv_decode_kernel<<<dim3(unsigned((D + 127) / 128), unsigned(n_tokens)), 128, 0, s>>>(step, bcx, bs, w, L, state,
+                                                                                          out, os, D);
+  CERA_CUDA_CHECK_LAUNCH();
+}
 
 void short_conv(const StepView& step, int32_t n_seqs, const float* bcx, int64_t bs, const float* w, int32_t L,
                 float* state, float* out, int64_t os, int32_t n_tokens, int32_t D, cudaStream_t s) {
