@@ -6,8 +6,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <deque>
 #include <numeric>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <tuple>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
@@ -130,12 +135,43 @@ struct AttnShape {
   int32_t n_head, n_head_kv, head_dim;
   bool neox;
 };
+void PrintTo(const AttnShape& s, std::ostream* os) {
+  *os << "{n_head " << s.n_head << ", n_head_kv " << s.n_head_kv << ", head_dim " << s.head_dim
+      << (s.neox ? ", neox}" : "}");
+}
 
-class CudaAttention : public ::testing::TestWithParam<AttnShape> {};
+// Sets CERA_CUDA_ATTENTION for the test's lifetime (the CUDA backend reads it at each prefill
+// attention call): "simt" keeps the SIMT kernel; unset, head dims 64 and 128 take the tensor-core one.
+class AttentionKernelEnv {
+ public:
+  explicit AttentionKernelEnv(bool simt) {
+    if (const char* old = std::getenv(kVar)) old_ = old;
+    if (simt)
+      setenv(kVar, "simt", 1);
+    else
+      unsetenv(kVar);
+  }
+  ~AttentionKernelEnv() {
+    if (old_)
+      setenv(kVar, old_->c_str(), 1);
+    else
+      unsetenv(kVar);
+  }
+  AttentionKernelEnv(const AttentionKernelEnv&) = delete;
+  AttentionKernelEnv& operator=(const AttentionKernelEnv&) = delete;
+
+ private:
+  static constexpr const char* kVar = "CERA_CUDA_ATTENTION";
+  std::optional<std::string> old_;
+};
+
+// (shape, simt): every shape once on the SIMT prefill kernel and once on the default dispatch.
+class CudaAttention : public ::testing::TestWithParam<std::tuple<AttnShape, bool>> {};
 
 TEST_P(CudaAttention, PagedPrefillThenDecodeMatchCpu) {
   CERA_REQUIRE_CUDA();
-  const AttnShape sh = GetParam();
+  const AttnShape sh = std::get<0>(GetParam());
+  const AttentionKernelEnv env(std::get<1>(GetParam()));
   Both b;
   const int32_t hd = sh.head_dim, kv_dim = sh.n_head_kv * hd, qd = sh.n_head * hd;
   StateLayout L;
@@ -211,15 +247,71 @@ TEST_P(CudaAttention, PagedPrefillThenDecodeMatchCpu) {
   EXPECT_LE(b.diff(os), 2e-5) << "attention after a context shift";
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
-                         ::testing::Values(AttnShape{32, 8, 64, true}, AttnShape{16, 2, 128, true},
-                                           AttnShape{4, 4, 32, false}, AttnShape{12, 4, 80, false},
-                                           AttnShape{32, 2, 64, true}, AttnShape{8, 8, 256, true}),
-                         [](const auto& info) {
-                           const AttnShape& s = info.param;
-                           return "h" + std::to_string(s.n_head) + "_kv" + std::to_string(s.n_head_kv) + "_d" +
-                                  std::to_string(s.head_dim);
-                         });
+// Long prompts: a 300-token and a 45-token sequence in one step (many query tiles; key loops over
+// several key tiles, the last one partial), then a mixed step (37 more tokens after the 300, and
+// one), then decode.
+TEST_P(CudaAttention, LongPromptMatchesCpu) {
+  CERA_REQUIRE_CUDA();
+  const AttnShape sh = std::get<0>(GetParam());
+  const AttentionKernelEnv env(std::get<1>(GetParam()));
+  Both b;
+  const int32_t hd = sh.head_dim, kv_dim = sh.n_head_kv * hd, qd = sh.n_head * hd;
+  StateLayout L;
+  L.n_attention_layers = 1;
+  L.kv_dim = kv_dim;
+  L.kv_block_size = 16;
+  L.n_kv_blocks = 32;
+  b.both([&](Backend& be, bool) { be.configure_state(L); });
+  std::vector<int32_t> perm(32);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937(3));
+  std::vector<Seq> seqs = {{300, 0, std::vector<int32_t>(perm.begin(), perm.begin() + 22), -1},
+                           {45, 0, std::vector<int32_t>(perm.begin() + 22, perm.begin() + 26), -1}};
+  AttentionParams ap{sh.n_head, sh.n_head_kv, hd, 1.f / std::sqrt(float(hd))};
+  RopeParams rope;
+  rope.n_rot = hd;
+  rope.neox = sh.neox;
+  rope.freq_base = 10000.f;
+  const int64_t maxT = 345;
+  auto q = b.alloc(maxT, qd), k = b.alloc(maxT, kv_dim), v = b.alloc(maxT, kv_dim), out = b.alloc(maxT, qd);
+  uint32_t seed = 500;
+  for (int step = 0; step < 3; ++step) {
+    std::vector<int32_t> tokens, positions, rows;
+    std::vector<StepSequence> ss;
+    const StepInputs in = make_step(seqs, tokens, positions, ss, rows);
+    const int64_t T = int64_t(tokens.size());
+    const auto qv = random_floats(size_t(T * qd), seed++, -2, 2), kv = random_floats(size_t(T * kv_dim), seed++, -2, 2),
+               vv = random_floats(size_t(T * kv_dim), seed++, -2, 2);
+    Both::Pair qs{q.c.first_rows(T), q.g.first_rows(T)}, ks{k.c.first_rows(T), k.g.first_rows(T)},
+        vs{v.c.first_rows(T), v.g.first_rows(T)}, os{out.c.first_rows(T), out.g.first_rows(T)};
+    write(*b.cpu, qs.c, qv), write(*b.gpu, qs.g, qv);
+    write(*b.cpu, ks.c, kv), write(*b.gpu, ks.g, kv);
+    write(*b.cpu, vs.c, vv), write(*b.gpu, vs.g, vv);
+    b.both([&](Backend& be, bool g) {
+      be.set_step(in);
+      be.qk_norm_rope(g ? qs.g : qs.c, g ? ks.g : ks.c, nullptr, nullptr, 1e-6f, ap, rope);
+      be.attention(0, g ? qs.g : qs.c, g ? ks.g : ks.c, g ? vs.g : vs.c, g ? os.g : os.c, ap);
+    });
+    EXPECT_LE(b.diff(os), 2e-5) << "attention output, step " << step << " (T=" << T << ")";
+    for (auto& s : seqs) {
+      s.n_past += s.n_tokens;
+      s.n_tokens = 1;
+    }
+    if (step == 0) seqs[0].n_tokens = 37;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaAttention,
+    ::testing::Combine(::testing::Values(AttnShape{32, 8, 64, true}, AttnShape{16, 2, 128, true},
+                                         AttnShape{4, 4, 32, false}, AttnShape{12, 4, 80, false},
+                                         AttnShape{32, 2, 64, true}, AttnShape{8, 8, 256, true}),
+                       ::testing::Bool()),
+    [](const auto& info) {
+      const AttnShape& s = std::get<0>(info.param);
+      return "h" + std::to_string(s.n_head) + "_kv" + std::to_string(s.n_head_kv) + "_d" + std::to_string(s.head_dim) +
+             (std::get<1>(info.param) ? "_simt" : "_default");
+    });
 
 TEST(CudaOps, ShortConvOverSequencesAndStepsMatchesCpu) {
   CERA_REQUIRE_CUDA();

@@ -3,6 +3,8 @@
 // tile among up to 64 (token, head) rows; and a split-K kernel for decode, where one token per
 // sequence leaves too little work per block unless each sequence's keys are spread over blocks.
 #include <cfloat>
+#include <cstdlib>
+#include <cstring>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/ops.h"
@@ -284,6 +286,13 @@ __global__ void shift_scatter_kernel(KvLayer kv, const int32_t* blocks, int32_t 
   }
 }
 
+// CERA_CUDA_ATTENTION=simt keeps prefill on the SIMT kernel (for comparison). Read per call, so
+// a test can switch it between backends; a getenv per layer is noise next to the kernel.
+bool simt_forced() {
+  const char* e = std::getenv("CERA_CUDA_ATTENTION");
+  return e && std::strcmp(e, "simt") == 0;
+}
+
 int head_dim_bucket(int32_t hd) {
   if (hd <= 64) return 64;
   if (hd <= 128) return 128;
@@ -303,6 +312,10 @@ void store_kv(const KvLayer& kv, const StepView& step, const float* k, int64_t k
 void attention_prefill(const KvLayer& kv, const StepView& step, int32_t n_tiles, const float* q, int64_t qs,
                        float* out, int64_t os, const AttentionShape& sh, cudaStream_t s) {
   if (n_tiles <= 0) return;
+  if (attention_prefill_tc_supported(sh.head_dim) && !simt_forced()) {
+    attention_prefill_tc(kv, step, n_tiles, q, qs, out, os, sh, s);
+    return;
+  }
   const int32_t group = sh.n_head / sh.n_head_kv;
   const int32_t chunks = (kAttentionTileTokens * group + kPrefillRows - 1) / kPrefillRows;
   const dim3 grid(unsigned(n_tiles), unsigned(sh.n_head_kv * chunks));
