@@ -9,7 +9,8 @@
 // Keys go through shared memory 32 at a time, double-buffered with cp.async (zero-filled past the
 // last key, so a partial tile contributes exact zeros). Per key tile each warp computes its
 // 16 × 32 S block in registers, updates the running max / sum on the accumulator fragments (quad
-// shuffles), and feeds P straight from the accumulator registers into the P·V mma.
+// shuffles), and feeds P straight from the accumulator registers into the P·V mma. The block's Q
+// rows sit in shared memory too: held in registers beside O and S they push HD 128 into spills.
 //
 // Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k8", .tf32; g = lane / 4, t = lane % 4):
 //   A 16×8:  a0 (g, t)  a1 (g+8, t)  a2 (g, t+4)  a3 (g+8, t+4)
@@ -19,7 +20,7 @@
 // alike leaves the product unchanged. Both products use the relabelling k = t ↔ 2t, k = t+4 ↔ 2t+1
 // within each group of 8:
 //   S: k runs over the head dim, so a lane's A (Q) and B (K) elements are the adjacent pair
-//      d = 8s+2t, 8s+2t+1 — K's B fragment is one float2 load.
+//      d = 8s+2t, 8s+2t+1 — each of Q's and K's fragment pairs is one float2 load.
 //   P·V: k runs over keys, and a lane's C fragment of S holds exactly keys 2t, 2t+1 of rows g, g+8,
 //      i.e. P's A fragment is {c0, c2, c1, c3} of the same lane — no shuffles.
 #include <cuda_runtime.h>
