@@ -139,12 +139,11 @@ class DenseModel final : public Model {
     x_ = be.alloc(B, D);
     h_ = be.alloc(B, D);
     o_ = be.alloc(B, D);
-    q_ = be.alloc(B, Q);
-    k_ = be.alloc(B, kv_dim_);
-    v_ = be.alloc(B, kv_dim_);
+    // q, k, v side by side (and gate, up): a backend may then run each group as one matrix product
+    // when the weights are adjacent too (CUDA does).
+    qkv_ = be.alloc(B, Q + 2 * int64_t(kv_dim_));
     attn_ = be.alloc(B, Q);
-    gate_ = be.alloc(B, F_max);
-    up_ = be.alloc(B, F_max);
+    ffn_ = be.alloc(B, 2 * F_max);
     out_rows_ = be.alloc(B, D);
     logits_ = be.alloc(B, hp_.n_vocab);
   }
@@ -185,7 +184,9 @@ class DenseModel final : public Model {
     Backend& be = backend_;
     const float eps = hp_.norm_eps;
     Tensor x = x_.first_rows(T), h = h_.first_rows(T), o = o_.first_rows(T);
-    Tensor q = q_.first_rows(T), k = k_.first_rows(T), v = v_.first_rows(T), a = attn_.first_rows(T);
+    const int64_t qd = int64_t(hp_.n_head) * hp_.head_dim;
+    Tensor qkv = qkv_.first_rows(T), a = attn_.first_rows(T);
+    Tensor q = qkv.cols_slice(0, qd), k = qkv.cols_slice(qd, kv_dim_), v = qkv.cols_slice(qd + kv_dim_, kv_dim_);
 
     AttentionParams ap;
     ap.n_head = hp_.n_head;
@@ -225,7 +226,7 @@ class DenseModel final : public Model {
       be.add_rms_norm(x, o, L.ffn_norm, eps, h);
 
       const int64_t F = hp_.n_ff[i];
-      Tensor g = gate_.first_rows(T).cols_slice(0, F), u = up_.first_rows(T).cols_slice(0, F);
+      Tensor g = ffn_.first_rows(T).cols_slice(0, F), u = ffn_.first_rows(T).cols_slice(F, F);
       {
         const Tensor ws[] = {L.ffn_gate, L.ffn_up};
         Tensor ys[] = {g, u};
@@ -268,7 +269,7 @@ class DenseModel final : public Model {
   std::optional<Tensor> output_bias_;
   std::vector<Layer> layers_;
   int32_t kv_dim_ = 0;
-  Tensor x_, h_, o_, q_, k_, v_, attn_, gate_, up_, out_rows_, logits_;
+  Tensor x_, h_, o_, qkv_, attn_, ffn_, out_rows_, logits_;
 };
 
 }  // namespace

@@ -70,12 +70,11 @@ class Lfm2Model final : public Model {
     h_ = be.alloc(B, D);
     o_ = be.alloc(B, D);
     bcx_ = be.alloc(B, 3 * D);
-    q_ = be.alloc(B, hp_.n_head * d);
-    k_ = be.alloc(B, std::max<int64_t>(kv_dim_, 1));
-    v_ = be.alloc(B, std::max<int64_t>(kv_dim_, 1));
+    // q, k, v side by side (and gate, up): a backend may then run each group as one matrix product
+    // when the weights are adjacent too (CUDA does).
+    qkv_ = be.alloc(B, hp_.n_head * d + 2 * std::max<int64_t>(kv_dim_, 1));
     attn_ = be.alloc(B, hp_.n_head * d);
-    gate_ = be.alloc(B, F_max);
-    up_ = be.alloc(B, F_max);
+    ffn_ = be.alloc(B, 2 * F_max);
     out_rows_ = be.alloc(B, D);
     logits_ = be.alloc(B, hp_.n_vocab);
   }
@@ -138,7 +137,9 @@ class Lfm2Model final : public Model {
         be.matmul(y, L.out_proj, o);
       } else {
         ap.n_head_kv = hp_.n_head_kv[i];
-        Tensor q = q_.first_rows(T), k = k_.first_rows(T), v = v_.first_rows(T), a = attn_.first_rows(T);
+        const int64_t qd = int64_t(hp_.n_head) * hp_.head_dim;
+        Tensor qkv = qkv_.first_rows(T), a = attn_.first_rows(T);
+        Tensor q = qkv.cols_slice(0, qd), k = qkv.cols_slice(qd, kv_dim_), v = qkv.cols_slice(qd + kv_dim_, kv_dim_);
         const Tensor ws[] = {L.wq, L.wk, L.wv};
         Tensor ys[] = {q, k, v};
         be.matmul(h, ws, ys);
@@ -149,7 +150,7 @@ class Lfm2Model final : public Model {
       // x += mixer output; then the FFN on its norm.
       be.add_rms_norm(x, o, L.ffn_norm, eps, h);
       const int64_t F = hp_.n_ff[i];
-      Tensor g = gate_.first_rows(T).cols_slice(0, F), u = up_.first_rows(T).cols_slice(0, F);
+      Tensor g = ffn_.first_rows(T).cols_slice(0, F), u = ffn_.first_rows(T).cols_slice(F, F);
       const Tensor ws[] = {L.ffn_gate, L.ffn_up};
       Tensor ys[] = {g, u};
       be.matmul(h, ws, ys);
@@ -183,7 +184,7 @@ class Lfm2Model final : public Model {
   Tensor tok_embd_, output_norm_, output_;
   std::vector<Layer> layers_;
   int32_t n_attn_ = 0, n_conv_ = 0, kv_dim_ = 0;
-  Tensor x_, h_, o_, bcx_, q_, k_, v_, attn_, gate_, up_, out_rows_, logits_;
+  Tensor x_, h_, o_, bcx_, qkv_, attn_, ffn_, out_rows_, logits_;
 };
 
 }  // namespace

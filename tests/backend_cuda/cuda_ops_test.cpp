@@ -91,10 +91,14 @@ StepInputs make_step(const std::vector<Seq>& seqs, std::vector<int32_t>& tokens,
   return {tokens, positions, ss, out_rows};
 }
 
-TEST(CudaOps, NormsAndElementwiseMatchCpu) {
+class CudaNorms : public ::testing::TestWithParam<int64_t> {};
+
+// Widths that take the register kernel (1000, 4096), and the general one (4100 is too wide, 999 not
+// a multiple of 4).
+TEST_P(CudaNorms, NormsAndElementwiseMatchCpu) {
   CERA_REQUIRE_CUDA();
   Both b;
-  const int64_t R = 7, C = 1000;
+  const int64_t R = 7, C = GetParam();
   const auto xv = random_floats(R * C, 1, -3, 3), dv = random_floats(R * C, 2), wv = random_floats(C, 3, 0.5f, 1.5f);
   auto x = b.alloc(R, C, &xv), d = b.alloc(R, C, &dv), out = b.alloc(R, C);
   auto w = b.weight(1, C, wv);
@@ -130,6 +134,9 @@ TEST(CudaOps, NormsAndElementwiseMatchCpu) {
   });
   EXPECT_EQ(read(*b.gpu, picked.g), read(*b.cpu, picked.c));
 }
+
+INSTANTIATE_TEST_SUITE_P(Widths, CudaNorms, ::testing::Values(1000, 999, 4096, 4100),
+                         [](const auto& info) { return "cols" + std::to_string(info.param); });
 
 struct AttnShape {
   int32_t n_head, n_head_kv, head_dim;

@@ -185,11 +185,24 @@ class CudaBackend final : public Backend {
     t.cols = cols;
     t.row_bytes = ggml_row_bytes(type, cols);
     const size_t bytes = t.row_bytes * size_t(rows);
-    buffers_.emplace_back(bytes);
-    CERA_CUDA_CHECK(cudaMemcpy(buffers_.back().get(), data, bytes, cudaMemcpyHostToDevice));
-    t.data = buffers_.back().get();
-    max_weight_cols_ = std::max(max_weight_cols_, cols);
+    t.data = weight_memory(bytes);
+    CERA_CUDA_CHECK(cudaMemcpy(t.data, data, bytes, cudaMemcpyHostToDevice));
     return t;
+  }
+
+  // Weights are packed one after another (16-byte aligned) into large device chunks, so weights the
+  // model loads one after the other — gate then up, q then k then v — are adjacent in memory and
+  // matmul can run them as one matrix.
+  void* weight_memory(size_t bytes) {
+    const size_t size = (bytes + 15) / 16 * 16;
+    if (!arena_ || arena_used_ + size > arena_->bytes()) {
+      arena_chunk_ = std::min(arena_chunk_ * 2, size_t(1) << 30);
+      arena_ = &buffers_.emplace_back(std::max(size, arena_chunk_));
+      arena_used_ = 0;
+    }
+    void* p = arena_->as<char>() + arena_used_;
+    arena_used_ += size;
+    return p;
   }
 
   Tensor alloc(int64_t rows, int64_t cols) override {
@@ -377,9 +390,15 @@ class CudaBackend final : public Backend {
 
   void matmul(const Tensor& x, std::span<const Tensor> ws, std::span<Tensor> ys) override {
     if (!begin_op(x.rows <= kMatvecRows ? "matmul (matvec)" : "matmul (gemm)")) return;
-    for (size_t i = 0; i < ws.size(); ++i) {
-      const Tensor& w = ws[i];
-      Tensor& y = ys[i];
+    for (size_t i = 0; i < ws.size();) {
+      // Weights adjacent in memory whose outputs are adjacent columns run as one product.
+      Tensor w = ws[i], y = ys[i];
+      size_t j = i + 1;
+      for (; j < ws.size() && follows(w, ws[j]) && output_follows(y, ys[j]); ++j) {
+        w.rows += ws[j].rows;
+        y.cols += ys[j].cols;
+      }
+      i = j;
       if (x.rows <= kMatvecRows) {
         cuda::matvec(w.type, w.data, w.rows, w.cols, w.row_bytes, x.f32(), stride(x), rows(x), y.f32(), stride(y),
                      stream_);
@@ -486,6 +505,14 @@ class CudaBackend final : public Backend {
   static constexpr int64_t kMatvecRows = 2;
   static_assert(kMatvecRows <= cuda::kMaxMatvecRows);
 
+  static bool follows(const Tensor& a, const Tensor& b) {
+    return a.type == b.type && a.cols == b.cols && a.row_bytes == b.row_bytes &&
+           static_cast<const char*>(a.data) + size_t(a.rows) * a.row_bytes == b.data;
+  }
+  static bool output_follows(const Tensor& y, const Tensor& z) {
+    return y.rows == z.rows && y.row_bytes == z.row_bytes && y.f32() + y.cols == z.f32();
+  }
+
   static int64_t stride(const Tensor& t) { return int64_t(t.row_bytes / sizeof(float)); }
   static int32_t rows(const Tensor& t) { return int32_t(t.rows); }
 
@@ -561,7 +588,9 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<cuda::Gemm> gemm_;
   std::deque<DeviceBuffer> buffers_;  // weights and activations, never moved or freed early
-  int64_t max_weight_cols_ = 0;
+  DeviceBuffer* arena_ = nullptr;      // the weight chunk being filled
+  size_t arena_used_ = 0;
+  size_t arena_chunk_ = size_t(32) << 20;  // doubles per chunk up to 1 GiB
   StateLayout layout_;
   DeviceBuffer kv_, conv_;
 

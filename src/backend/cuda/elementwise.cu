@@ -1,6 +1,8 @@
 // Row-wise and elementwise kernels: RMSNorm (+ residual add), adds, SwiGLU, row gathers and the
 // 16-bit activation copies the GEMM path needs. Arithmetic mirrors backend/cpu/elementwise.cpp
 // (sums of squares in double, separate multiply and divide) so the two backends agree closely.
+#include <cstdint>
+
 #include "backend/cuda/check.h"
 #include "backend/cuda/ops.h"
 
@@ -38,6 +40,51 @@ __global__ void rms_norm_kernel(float* x, int64_t xs, const float* delta, int64_
   float* orow = out + int64_t(blockIdx.x) * os;
   for (int32_t c = threadIdx.x; c < cols; c += kRowThreads) orow[c] = __fmul_rn(w[c], __fmul_rn(xr[c], inv));
 }
+
+// The same for rows of at most kRowThreads * 16 columns, a multiple of 4, 16-byte aligned (every
+// hidden size in practice): each thread keeps its 16 values in registers between the sum and the
+// scaling, so the row is read once instead of twice — it is one block on one SM, and at batch 1 this
+// op runs twice per layer, so its latency is what counts.
+template <bool kAdd>
+__global__ void rms_norm_reg_kernel(float* x, int64_t xs, const float* delta, int64_t ds, const float* w, float eps,
+                                    float* out, int64_t os, int32_t cols) {
+  constexpr int kVec = 4;  // float4 per thread, at most
+  float4* xr = reinterpret_cast<float4*>(x + int64_t(blockIdx.x) * xs);
+  const float4* dr = reinterpret_cast<const float4*>(delta + int64_t(blockIdx.x) * ds);
+  const int32_t n4 = cols / 4;
+  float4 v[kVec];
+  double sum = 0;
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    const int32_t c = threadIdx.x + i * kRowThreads;
+    if (c < n4) {
+      v[i] = xr[c];
+      if constexpr (kAdd) {
+        const float4 d = dr[c];
+        v[i] = make_float4(__fadd_rn(v[i].x, d.x), __fadd_rn(v[i].y, d.y), __fadd_rn(v[i].z, d.z),
+                           __fadd_rn(v[i].w, d.w));
+        xr[c] = v[i];
+      }
+      sum += double(v[i].x) * double(v[i].x) + double(v[i].y) * double(v[i].y) + double(v[i].z) * double(v[i].z) +
+             double(v[i].w) * double(v[i].w);
+    }
+  }
+  const double total = block_sum(sum);
+  const float inv = float(1.0 / sqrt(total / double(cols) + double(eps)));
+  float4* orow = reinterpret_cast<float4*>(out + int64_t(blockIdx.x) * os);
+  const float4* w4 = reinterpret_cast<const float4*>(w);
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    const int32_t c = threadIdx.x + i * kRowThreads;
+    if (c < n4) {
+      const float4 g = w4[c];
+      orow[c] = make_float4(__fmul_rn(g.x, __fmul_rn(v[i].x, inv)), __fmul_rn(g.y, __fmul_rn(v[i].y, inv)),
+                            __fmul_rn(g.z, __fmul_rn(v[i].z, inv)), __fmul_rn(g.w, __fmul_rn(v[i].w, inv)));
+    }
+  }
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 // 2-D launches: blockIdx.y walks rows (grid-stride), x-threads walk columns.
 dim3 grid_2d(int32_t rows, int32_t cols) {
@@ -137,7 +184,13 @@ __global__ void convert_kernel(const float* x, int64_t xs, int32_t rows, int32_t
 void rms_norm(float* x, int64_t xs, const float* delta, int64_t ds, const float* w, float eps, float* out,
               int64_t os, int32_t rows, int32_t cols, cudaStream_t s) {
   if (rows <= 0) return;
-  if (delta)
+  const bool reg = cols % 4 == 0 && cols <= kRowThreads * 16 && xs % 4 == 0 && os % 4 == 0 && aligned16(x) &&
+                   aligned16(out) && aligned16(w) && (!delta || (ds % 4 == 0 && aligned16(delta)));
+  if (reg && delta)
+    rms_norm_reg_kernel<true><<<rows, kRowThreads, 0, s>>>(x, xs, delta, ds, w, eps, out, os, cols);
+  else if (reg)
+    rms_norm_reg_kernel<false><<<rows, kRowThreads, 0, s>>>(x, xs, nullptr, 0, w, eps, out, os, cols);
+  else if (delta)
     rms_norm_kernel<true><<<rows, kRowThreads, 0, s>>>(x, xs, delta, ds, w, eps, out, os, cols);
   else
     rms_norm_kernel<false><<<rows, kRowThreads, 0, s>>>(x, xs, nullptr, 0, w, eps, out, os, cols);
