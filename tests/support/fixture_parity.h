@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,9 @@ inline constexpr FixtureFile kFixtureFiles[] = {
     {"qwen3-tiny", "BF16", 6.41e-3, true},   {"qwen3-tiny", "Q8_0", 3.42e-2, false},
     {"qwen3-tiny", "Q4_K_M", 0.284, false},
 };
+
+// gtest prints parameters with this (instead of the struct's raw bytes).
+inline void PrintTo(const FixtureFile& f, std::ostream* os) { *os << f.model << " " << f.type; }
 
 // llama.cpp's BF16 row for a model: the bound of reduced-precision (GPU) paths on its float files.
 inline double llamacpp_bf16_rel_rms(const std::string& model) {
