@@ -24,12 +24,19 @@ std::unique_ptr<Backend> make_backend(const EngineOptions& options) {
     bo.n_threads = options.n_threads;
     return make_cpu_backend(bo);
   }
-  if (device == "cuda") {
+  if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
     if (options.n_gpu_layers == 0)
-      throw Error(ErrorCode::InvalidArgument, "-ngl 0 keeps every layer on the CPU but the device is cuda");
-    return make_cuda_backend();
+      throw Error(ErrorCode::InvalidArgument, "-ngl 0 keeps every layer on the CPU but the device is " + device);
+    CudaBackendOptions co;
+    if (device.size() > 5) {
+      const std::string n = device.substr(5);
+      if (n.empty() || n.size() > 3 || n.find_first_not_of("0123456789") != std::string::npos)
+        throw Error(ErrorCode::InvalidArgument, "bad device '" + device + "' (expected cuda or cuda:N, N a GPU index)");
+      co.device = std::stoi(n);
+    }
+    return make_cuda_backend(co);
   }
-  throw Error(ErrorCode::InvalidArgument, "unknown device '" + device + "' (expected cpu or cuda)");
+  throw Error(ErrorCode::InvalidArgument, "unknown device '" + device + "' (expected cpu, cuda or cuda:N)");
 }
 
 }  // namespace

@@ -138,6 +138,33 @@ TEST_P(CudaNorms, NormsAndElementwiseMatchCpu) {
 INSTANTIATE_TEST_SUITE_P(Widths, CudaNorms, ::testing::Values(1000, 999, 4096, 4100),
                          [](const auto& info) { return "cols" + std::to_string(info.param); });
 
+// argmax_rows (greedy decoding on the device) against the CPU: random rows, a row of equal values
+// (the first wins), a row whose maximum is the last element, and one of -inf except one entry.
+TEST(CudaOps, ArgmaxRowsMatchesCpu) {
+  CERA_REQUIRE_CUDA();
+  Both b;
+  const int64_t R = 6, C = 70001;
+  auto v = random_floats(size_t(R * C), 77, -5, 5);
+  for (int64_t c = 0; c < C; ++c) v[size_t(3 * C + c)] = 1.5f;
+  v[size_t(4 * C + C - 1)] = 9.f;
+  for (int64_t c = 0; c < C; ++c) v[size_t(5 * C + c)] = -INFINITY;
+  v[size_t(5 * C + 12345)] = -1e30f;
+  auto x = b.alloc(R, C, &v);
+  std::vector<int32_t> tokens = {0}, positions = {0}, rows = {0};
+  std::vector<StepSequence> ss(1);
+  ss[0].n_tokens = 1;
+  const StepInputs in{tokens, positions, ss, rows};
+  std::vector<int32_t> cpu(R), gpu(R);
+  b.cpu->set_step(in);
+  b.cpu->argmax_rows(x.c, cpu.data());
+  b.gpu->set_step(in);
+  b.gpu->argmax_rows(x.g, gpu.data());
+  EXPECT_EQ(gpu, cpu);
+  EXPECT_EQ(cpu[3], 0);
+  EXPECT_EQ(cpu[4], C - 1);
+  EXPECT_EQ(cpu[5], 12345);
+}
+
 struct AttnShape {
   int32_t n_head, n_head_kv, head_dim;
   bool neox;

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "backend/cuda/cuda_backend.h"
 #include "cera/engine.h"
 #include "format/safetensors.h"
 #include "support/fixture_models.h"
@@ -80,6 +81,35 @@ TEST(Cli, TruncatedModelFileIsOneClearLine) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(count_lines(r.err), 1u) << r.err;
   EXPECT_NE(r.err.find("truncated.gguf"), std::string::npos) << r.err;
+}
+
+// --device / -ngl: a GPU run where there is one, one clear line where there is none (CI), and
+// contradictory or malformed choices refused before anything loads.
+TEST(Cli, DeviceFlags) {
+  const std::string m = " -m " + bf16_model() + " -p hi -n 4 --temp 0";
+  const std::string no_gpu = cuda_unavailable_reason();
+  for (const char* flags : {"--device cuda", "-ngl 99"}) {
+    const Result r = run_cera("run" + m + " " + flags);
+    if (no_gpu.empty()) {
+      EXPECT_EQ(r.exit_code, 0) << flags << ": " << r.err;
+      EXPECT_FALSE(r.out.empty()) << flags;
+    } else {
+      EXPECT_EQ(r.exit_code, 1) << flags;
+      EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+      EXPECT_NE(r.err.find(no_gpu), std::string::npos) << r.err;
+    }
+  }
+  const Result contradiction = run_cera("run" + m + " --device cpu -ngl 99");
+  EXPECT_EQ(contradiction.exit_code, 1);
+  EXPECT_NE(contradiction.err.find("--device cuda"), std::string::npos) << contradiction.err;
+  const Result unknown = run_cera("run" + m + " --device tpu");
+  EXPECT_NE(unknown.exit_code, 0);
+  EXPECT_NE(unknown.err.find("tpu"), std::string::npos) << unknown.err;
+  const Result no_such_gpu = run_cera("run" + m + " --device cuda:99");
+  EXPECT_EQ(no_such_gpu.exit_code, 1);
+  EXPECT_EQ(count_lines(no_such_gpu.err), 1u) << no_such_gpu.err;
+  EXPECT_NE(no_such_gpu.err.find(no_gpu.empty() ? "no CUDA device 99" : no_gpu), std::string::npos)
+      << no_such_gpu.err;
 }
 
 TEST(Cli, BadTokenIdIsAClearError) {

@@ -633,6 +633,12 @@ std::string cuda_unavailable_reason() {
 std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options) {
   const std::string why = cuda_unavailable_reason();
   if (!why.empty()) throw Error(ErrorCode::Unsupported, why);
+  int n = 0;
+  CERA_CUDA_CHECK(cudaGetDeviceCount(&n));
+  if (options.device < 0 || options.device >= n)
+    throw Error(ErrorCode::InvalidArgument, "there is no CUDA device " + std::to_string(options.device) + " (" +
+                                                std::to_string(n) + " found: cuda:0" +
+                                                (n > 1 ? " .. cuda:" + std::to_string(n - 1) : std::string()) + ")");
   CudaBackendOptions o = options;
   if (const char* g = std::getenv("CERA_CUDA_GRAPHS"); g && std::string(g) == "0") o.use_graphs = false;
   return std::make_unique<CudaBackend>(o);
