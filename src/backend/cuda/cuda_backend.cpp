@@ -358,9 +358,11 @@ class CudaBackend final : public Backend {
   // ---- ops
   void embed(const Tensor& table, Tensor out) override {
     for (int32_t id : host_tokens_)
-      if (id < 0 || id >= table.rows)
+      if (id < 0 || id >= table.rows) {
+        abandon_step();  // a pending replay must not run on these ids
         throw Error(ErrorCode::InvalidArgument, "token id " + std::to_string(id) +
                                                     " is outside the vocabulary (0.." + std::to_string(table.rows - 1) + ")");
+      }
     if (!begin_op("embed")) return;
     cuda::embed_rows(table.type, table.data, table.cols, table.row_bytes, view_.tokens, n_tokens_, out.f32(),
                      stride(out), stream_);
@@ -545,6 +547,15 @@ class CudaBackend final : public Backend {
     }
     if (mode_ == Mode::Replay) CERA_CUDA_CHECK(cudaGraphLaunch(replay_->exec(), stream_));
     if (mode_ != Mode::Idle) mode_ = Mode::Idle;
+  }
+
+  // Drops the step in progress without running it (a capture under way is ended and discarded).
+  void abandon_step() {
+    if (mode_ == Mode::Capturing) {
+      cudaGraph_t g = nullptr;
+      if (cudaStreamEndCapture(stream_, &g) == cudaSuccess && g) cudaGraphDestroy(g);
+    }
+    mode_ = Mode::Idle;
   }
 
   // Ops that change state between steps must not land inside a capture: a step that was set up but
