@@ -71,7 +71,7 @@ void print_help() {
 class Chat {
  public:
   Chat(ChatFlags& f, Engine& engine, ModelTemplate mt, ordered_json tools)
-      : f_(f), engine_(engine), mt_(std::move(mt)), tmpl_(mt_.source), tools_(std::move(tools)),
+      : f_(f), engine_(engine), mt_(std::move(mt)), tools_(std::move(tools)),
         session_(engine.new_session()) {
     set_system(f_.system);
   }
@@ -85,7 +85,6 @@ class Chat {
   void reset() {
     set_system(f_.system);
     session_->reset();
-    fed_.clear();
   }
 
   void save(const std::string& path) const {
@@ -95,36 +94,17 @@ class Chat {
     if (!o || !(o << out.dump(2) << '\n')) throw Error(ErrorCode::Io, "cannot write " + path);
   }
 
-  // One user turn: render, evaluate what is new, stream the reply.
+  // One user turn: the session renders the conversation with the model's template and evaluates
+  // only what is new (Session::append_chat), then the reply streams.
   void turn(const std::string& user_text) {
     messages_.push_back({{"role", "user"}, {"content", user_text}});
-    std::string rendered;
     try {
-      rendered = tmpl_.render(chat::make_chat_context(messages_, tools_, context_options()));
-    } catch (...) {
-      messages_.erase(messages_.end() - 1);
-      throw;
-    }
-    // The session holds fed_; when the new rendering extends it, only the suffix is evaluated.
-    // Otherwise (the template rewrote earlier turns) start over: the prefix cache keeps it cheap.
-    std::string suffix;
-    if (!fed_.empty() && session_->position() > 0 && rendered.size() > fed_.size() &&
-        rendered.compare(0, fed_.size(), fed_) == 0) {
-      suffix = rendered.substr(fed_.size());
-    } else {
-      session_->reset();
-      suffix = rendered;
-    }
-    fed_.clear();  // unknown until the append succeeds
-    const std::vector<int32_t> ids = engine_.tokenize(suffix, /*add_special=*/false, /*parse_special=*/true);
-    try {
-      session_->append(ids);
+      session_->append_chat(messages_.dump(), tools_.is_null() ? std::string() : tools_.dump());
     } catch (const Error&) {
       messages_.erase(messages_.end() - 1);
       session_->reset();
       throw;
     }
-    fed_ = rendered;
 
     GenerateOptions gen = f_.gen;
     gen.max_tokens = f_.n_predict;
@@ -147,29 +127,15 @@ class Chat {
     else if (reason == FinishReason::Length && f_.n_predict >= 0) std::printf("[reply cut at %d tokens]\n", f_.n_predict);
     std::fflush(stdout);
     messages_.push_back({{"role", "assistant"}, {"content", reply}});
-    // The session now holds the rendering plus the reply's tokens (at a stop string, also the
-    // stop's token, which the reply text lacks: then the next turn starts over).
-    if (reason == FinishReason::StopString) fed_.clear();
-    else fed_ += reply;
   }
 
  private:
-  chat::ChatContextOptions context_options() const {
-    chat::ChatContextOptions co;
-    co.add_generation_prompt = true;
-    co.bos_token = mt_.bos_token;
-    co.eos_token = mt_.eos_token;
-    return co;
-  }
-
   ChatFlags& f_;
   Engine& engine_;
-  ModelTemplate mt_;
-  chat::ChatTemplate tmpl_;
+  ModelTemplate mt_;  // its source also drives the tool-call printer
   ordered_json tools_;
   std::unique_ptr<Session> session_;
   ordered_json messages_;
-  std::string fed_;  // the text the session holds
 };
 
 // Splits "/cmd rest" into cmd and rest.
