@@ -47,6 +47,8 @@ typedef struct cera_engine_options {
   int32_t prefix_cache_mib;     /* 0: no prompt prefix cache */
   int32_t checkpoint_interval;  /* a multiple of 32 */
   int32_t embeddings;           /* non-zero: sessions also keep final-norm hidden states */
+  const char* device;           /* "cpu", "cuda" or "cuda:N"; NULL or "": cpu (cuda when n_gpu_layers > 0) */
+  int32_t n_gpu_layers;         /* llama.cpp's -ngl: 0 none, >= the layer count all; -1: not given */
 } cera_engine_options;
 
 /* Same defaults as cera::SamplingParams (llama.cpp's). temperature <= 0: greedy. */
@@ -114,6 +116,14 @@ int32_t cera_session_position(const cera_session* session);
 cera_status cera_session_reset(cera_session* session);
 cera_session* cera_session_fork(cera_session* session); /* NULL on failure */
 void cera_session_cancel(cera_session* session);         /* any thread */
+
+/* One forward step over n sessions of `engine` (batched decode): sessions[i] appends tokens[i].
+ * With next_tokens NULL, each session's logits (cera_session_logits) are the distribution after its
+ * token. With next_tokens non-NULL, next_tokens[i] gets session i's most likely next token, computed
+ * where the model runs (on a GPU no n × n_vocab logits cross to the host), and the logits are empty.
+ * A session may appear once; all must belong to `engine`. */
+cera_status cera_decode_batch(cera_engine* engine, cera_session* const* sessions, const int32_t* tokens, size_t n,
+                              int32_t* next_tokens);
 
 /* Samples after what was appended, feeding each token back. options may be NULL (defaults). */
 cera_status cera_generate(cera_session* session, const cera_generate_options* options, cera_token_callback callback,

@@ -7,6 +7,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "cera/engine.h"
 
@@ -80,6 +81,8 @@ cera_engine_options cera_engine_options_default(void) {
   o.prefix_cache_mib = d.prefix_cache_mib;
   o.checkpoint_interval = d.checkpoint_interval;
   o.embeddings = d.embeddings ? 1 : 0;
+  o.device = nullptr;
+  o.n_gpu_layers = d.n_gpu_layers;
   return o;
 }
 
@@ -133,6 +136,8 @@ cera_engine* cera_engine_load(const cera_engine_options* options, char* err, siz
     o.prefix_cache_mib = options->prefix_cache_mib;
     o.checkpoint_interval = options->checkpoint_interval;
     o.embeddings = options->embeddings != 0;
+    o.device = options->device ? options->device : "";
+    o.n_gpu_layers = options->n_gpu_layers;
     auto e = std::make_unique<cera_engine>();
     e->engine = cera::Engine::load(o);
     out = e.release();
@@ -207,6 +212,23 @@ cera_status cera_session_append(cera_session* session, const int32_t* ids, size_
     if (!session || (!ids && n_ids > 0))
       throw cera::Error(cera::ErrorCode::InvalidArgument, "cera_session_append: NULL argument");
     session->session->append(std::span<const int32_t>(ids, n_ids), all_logits != 0);
+  });
+}
+
+cera_status cera_decode_batch(cera_engine* engine, cera_session* const* sessions, const int32_t* tokens, size_t n,
+                              int32_t* next_tokens) {
+  return guarded([&] {
+    if (!engine || (n > 0 && (!sessions || !tokens)))
+      throw cera::Error(cera::ErrorCode::InvalidArgument, "cera_decode_batch: NULL argument");
+    std::vector<cera::Session*> batch(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (!sessions[i]) throw cera::Error(cera::ErrorCode::InvalidArgument, "cera_decode_batch: session " +
+                                                                             std::to_string(i) + " is NULL");
+      batch[i] = sessions[i]->session.get();
+    }
+    const std::span<const int32_t> ids(tokens, n);
+    if (next_tokens) engine->engine->decode_batch_greedy(batch, ids, std::span<int32_t>(next_tokens, n));
+    else engine->engine->decode_batch(batch, ids);
   });
 }
 

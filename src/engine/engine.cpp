@@ -50,8 +50,8 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
 
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  impl->backend = make_backend(options);  // first: a bad device is reported before any file work
   impl->file = open_model_file(options.model_path);
-  impl->backend = make_backend(options);
   ModelOptions mo;
   mo.max_batch_tokens = std::min(options.n_batch, options.n_ctx * options.n_seq_max);
   impl->model = load_model(*impl->file, *impl->backend, mo);

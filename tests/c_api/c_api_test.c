@@ -64,6 +64,9 @@ int main(void) {
     e = cera_engine_load(&o, tiny, sizeof tiny); /* truncated, still NUL-terminated */
     CHECK(e == NULL && strlen(tiny) == sizeof tiny - 1, "truncated message has length %zu", strlen(tiny));
     CHECK(cera_engine_load(NULL, NULL, 0) == NULL, "NULL options accepted");
+    o.device = "tpu";
+    e = cera_engine_load(&o, err, sizeof err);
+    CHECK(e == NULL && strstr(err, "tpu") != NULL, "an unknown device was accepted: %s", err);
   }
 
   char err[512] = "";
@@ -71,7 +74,7 @@ int main(void) {
   o.model_path = path;
   o.n_ctx = 256;
   o.n_threads = 2;
-  o.n_seq_max = 2; /* the session and its fork */
+  o.n_seq_max = 4; /* the session, its fork, and two for batched decode */
   cera_engine* engine = cera_engine_load(&o, err, sizeof err);
   CHECK(engine != NULL, "load %s: %s", path, err);
   if (!engine) {
@@ -161,6 +164,39 @@ int main(void) {
   g.grammar = "root ::= [";  /* a broken grammar is an error code, not an abort */
   st = cera_generate(s, &g, collect, &c, &reason);
   CHECK(st != CERA_OK && strlen(cera_last_error()) > 0, "bad grammar: status %d", (int)st);
+
+  /* Batched decode: two sessions with the prompt take the first greedy token together; the argmax
+   * (greedy variant) and then the logits (plain variant) continue the fixture's greedy sequence. */
+  {
+    cera_session* a = cera_session_new(engine);
+    cera_session* b = cera_session_new(engine);
+    CHECK(a && b, "sessions: %s", cera_last_error());
+    CHECK(cera_session_append(a, ids, n_ids, 0) == CERA_OK && cera_session_append(b, ids, n_ids, 0) == CERA_OK,
+          "append: %s", cera_last_error());
+    cera_session* pair[2] = {a, b};
+    int32_t tok[2] = {kGreedy[0], kGreedy[0]}, next[2] = {-1, -1};
+    st = cera_decode_batch(engine, pair, tok, 2, next);
+    CHECK(st == CERA_OK && next[0] == kGreedy[1] && next[1] == kGreedy[1], "greedy batch: %d %d (%s)", next[0],
+          next[1], cera_last_error());
+    tok[0] = tok[1] = kGreedy[1];
+    st = cera_decode_batch(engine, pair, tok, 2, NULL);
+    size_t r = 0;
+    const float* l = cera_session_logits(b, &r);
+    CHECK(st == CERA_OK && l != NULL && r == 1, "batch logits: %s", cera_last_error());
+    if (l) {
+      int32_t best = 0;
+      for (int32_t i = 1; i < cera_engine_n_vocab(engine); ++i)
+        if (l[i] > l[best]) best = i;
+      CHECK(best == kGreedy[2], "argmax after the batch %d", best);
+    }
+    cera_session* twice[2] = {a, a};
+    CHECK(cera_decode_batch(engine, twice, tok, 2, NULL) == CERA_ERR_INVALID_ARGUMENT, "a session twice accepted");
+    cera_session* with_null[2] = {a, NULL};
+    CHECK(cera_decode_batch(engine, with_null, tok, 2, NULL) == CERA_ERR_INVALID_ARGUMENT, "a NULL session accepted");
+    CHECK(cera_session_position(a) == (int32_t)N_PROMPT + 2, "position after the batches %d", cera_session_position(a));
+    cera_session_free(a);
+    cera_session_free(b);
+  }
 
   cera_session_free(fork);
   cera_session_free(s);
