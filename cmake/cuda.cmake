@@ -29,7 +29,9 @@ if(CMAKE_CUDA_COMPILER AND NOT CERA_CUDA STREQUAL "OFF")
     $<$<COMPILE_LANGUAGE:CUDA>:${CERA_CUDA_GENCODE} --expt-relaxed-constexpr -Xcompiler=-Wall -Wno-deprecated-gpu-targets>)
   # cudart static: a binary that finds no driver (CI) still starts and reports "no device".
   # cuBLAS dynamic: its static archive is hundreds of MB.
-  target_link_libraries(cera_backend_cuda PUBLIC cera_format CUDA::cudart_static CUDA::cublas CUDA::cublasLt)
+  # cera_backend_cpu: its RoPE frequency functions (one definition of the angles for both backends).
+  target_link_libraries(cera_backend_cuda PUBLIC cera_format cera_backend_cpu CUDA::cudart_static CUDA::cublas
+                                                 CUDA::cublasLt)
   target_compile_definitions(cera_backend_cuda PUBLIC CERA_HAVE_CUDA=1)
   set(CERA_HAVE_CUDA ON)
 else()

@@ -71,7 +71,7 @@ void print_help() {
 class Chat {
  public:
   Chat(ChatFlags& f, Engine& engine, ModelTemplate mt, ordered_json tools)
-      : f_(f), engine_(engine), mt_(std::move(mt)), tools_(std::move(tools)),
+      : f_(f), mt_(std::move(mt)), tools_(std::move(tools)),
         session_(engine.new_session()) {
     set_system(f_.system);
   }
@@ -131,7 +131,6 @@ class Chat {
 
  private:
   ChatFlags& f_;
-  Engine& engine_;
   ModelTemplate mt_;  // its source also drives the tool-call printer
   ordered_json tools_;
   std::unique_ptr<Session> session_;

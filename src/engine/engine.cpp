@@ -28,7 +28,7 @@ std::unique_ptr<Backend> make_backend(const EngineOptions& options) {
     if (options.n_gpu_layers == 0)
       throw Error(ErrorCode::InvalidArgument, "-ngl 0 keeps every layer on the CPU but the device is " + device);
     CudaBackendOptions co;
-    if (device.size() > 5) {
+    if (device.size() > 4) {  // "cuda:N"
       const std::string n = device.substr(5);
       if (n.empty() || n.size() > 3 || n.find_first_not_of("0123456789") != std::string::npos)
         throw Error(ErrorCode::InvalidArgument, "bad device '" + device + "' (expected cuda or cuda:N, N a GPU index)");
@@ -52,14 +52,17 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
   impl->options = options;
   impl->backend = make_backend(options);  // first: a bad device is reported before any file work
   impl->file = open_model_file(options.model_path);
+  if (options.n_gpu_layers > 0) {  // refused before any weight is uploaded
+    const std::string arch = impl->file->get_string_opt("general.architecture").value_or("");
+    const int64_t n_layer = impl->file->get_int_opt(arch + ".block_count").value_or(0);
+    if (options.n_gpu_layers < n_layer)
+      throw Error(ErrorCode::Unsupported, "partial offload (-ngl " + std::to_string(options.n_gpu_layers) + " of " +
+                                              std::to_string(n_layer) +
+                                              " layers) is not supported: use -ngl 99 (all layers) or --device cpu");
+  }
   ModelOptions mo;
   mo.max_batch_tokens = std::min(options.n_batch, options.n_ctx * options.n_seq_max);
   impl->model = load_model(*impl->file, *impl->backend, mo);
-  const int32_t n_layer = impl->model->hparams().n_layer;
-  if (options.n_gpu_layers > 0 && options.n_gpu_layers < n_layer)
-    throw Error(ErrorCode::Unsupported, "partial offload (-ngl " + std::to_string(options.n_gpu_layers) + " of " +
-                                            std::to_string(n_layer) +
-                                            " layers) is not supported: use -ngl 99 (all layers) or --device cpu");
   impl->tokenizer = std::make_unique<Tokenizer>(vocab_from_gguf(*impl->file));
 
   const ModelHparams& hp = impl->model->hparams();

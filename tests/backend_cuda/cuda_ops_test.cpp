@@ -199,6 +199,51 @@ class AttentionKernelEnv {
   std::optional<std::string> old_;
 };
 
+// What both attention tests set up: the shape's parameters, a KV pool, q/k/v/out buffers on both
+// backends, and a step's random q, k, v written to both.
+struct AttentionRig {
+  Both b;
+  int32_t hd, kv_dim, qd;
+  AttentionParams ap;
+  RopeParams rope;
+  Both::Pair q, k, v, out;
+  struct Rows {
+    Both::Pair q, k, v, out;
+  };
+
+  AttentionRig(const AttnShape& sh, int32_t n_layers, int32_t n_blocks, int64_t max_tokens)
+      : hd(sh.head_dim), kv_dim(sh.n_head_kv * sh.head_dim), qd(sh.n_head * sh.head_dim),
+        ap{sh.n_head, sh.n_head_kv, sh.head_dim, 1.f / std::sqrt(float(sh.head_dim))} {
+    StateLayout L;
+    L.n_attention_layers = n_layers;
+    L.kv_dim = kv_dim;
+    L.kv_block_size = 16;
+    L.n_kv_blocks = n_blocks;
+    b.both([&](Backend& be, bool) { be.configure_state(L); });
+    rope.n_rot = hd;
+    rope.neox = sh.neox;
+    rope.freq_base = 10000.f;
+    q = b.alloc(max_tokens, qd), k = b.alloc(max_tokens, kv_dim), v = b.alloc(max_tokens, kv_dim);
+    out = b.alloc(max_tokens, qd);
+  }
+  Rows rows(int64_t T) {
+    auto first = [&](const Both::Pair& p) { return Both::Pair{p.c.first_rows(T), p.g.first_rows(T)}; };
+    return {first(q), first(k), first(v), first(out)};
+  }
+  void write_both(const Both::Pair& p, const std::vector<float>& data) {
+    write(*b.cpu, p.c, data);
+    write(*b.gpu, p.g, data);
+  }
+  // Random q, k, v for T tokens (seeds seed, seed+1, seed+2), on both backends.
+  Rows random_step(int64_t T, uint32_t& seed) {
+    const Rows r = rows(T);
+    write_both(r.q, random_floats(size_t(T * qd), seed++, -2, 2));
+    write_both(r.k, random_floats(size_t(T * kv_dim), seed++, -2, 2));
+    write_both(r.v, random_floats(size_t(T * kv_dim), seed++, -2, 2));
+    return r;
+  }
+};
+
 // (shape, simt): every shape once on the SIMT prefill kernel and once on the default dispatch.
 class CudaAttention : public ::testing::TestWithParam<std::tuple<AttnShape, bool>> {};
 
@@ -206,14 +251,8 @@ TEST_P(CudaAttention, PagedPrefillThenDecodeMatchCpu) {
   CERA_REQUIRE_CUDA();
   const AttnShape sh = std::get<0>(GetParam());
   const AttentionKernelEnv env(std::get<1>(GetParam()));
-  Both b;
-  const int32_t hd = sh.head_dim, kv_dim = sh.n_head_kv * hd, qd = sh.n_head * hd;
-  StateLayout L;
-  L.n_attention_layers = 2;
-  L.kv_dim = kv_dim;
-  L.kv_block_size = 16;
-  L.n_kv_blocks = 64;
-  b.both([&](Backend& be, bool) { be.configure_state(L); });
+  AttentionRig rig(sh, 2, 64, 80);
+  Both& b = rig.b;
   // Three sequences with scattered, interleaved blocks: 5, 70 and 1 prompt tokens.
   std::vector<int32_t> perm(64);
   std::iota(perm.begin(), perm.end(), 0);
@@ -221,37 +260,24 @@ TEST_P(CudaAttention, PagedPrefillThenDecodeMatchCpu) {
   std::vector<Seq> seqs = {{5, 0, {perm[0], perm[1]}, -1},
                            {70, 0, {perm[2], perm[3], perm[4], perm[5], perm[6], perm[7]}, -1},
                            {1, 0, {perm[8], perm[9]}, -1}};
-  const auto qn = random_floats(size_t(hd), 11, 0.5f, 1.5f), kn = random_floats(size_t(hd), 12, 0.5f, 1.5f);
-  auto qnorm = b.weight(1, hd, qn), knorm = b.weight(1, hd, kn);
-  AttentionParams ap{sh.n_head, sh.n_head_kv, hd, 1.f / std::sqrt(float(hd))};
-  RopeParams rope;
-  rope.n_rot = hd;
-  rope.neox = sh.neox;
-  rope.freq_base = 10000.f;
-  const int64_t maxT = 80;
-  auto q = b.alloc(maxT, qd), k = b.alloc(maxT, kv_dim), v = b.alloc(maxT, kv_dim), out = b.alloc(maxT, qd);
+  const auto qn = random_floats(size_t(rig.hd), 11, 0.5f, 1.5f), kn = random_floats(size_t(rig.hd), 12, 0.5f, 1.5f);
+  auto qnorm = b.weight(1, rig.hd, qn), knorm = b.weight(1, rig.hd, kn);
   uint32_t seed = 100;
   for (int step = 0; step < 4; ++step) {
     std::vector<int32_t> tokens, positions, rows;
     std::vector<StepSequence> ss;
     const StepInputs in = make_step(seqs, tokens, positions, ss, rows);
     const int64_t T = int64_t(tokens.size());
-    const auto qv = random_floats(size_t(T * qd), seed++, -2, 2), kv = random_floats(size_t(T * kv_dim), seed++, -2, 2),
-               vv = random_floats(size_t(T * kv_dim), seed++, -2, 2);
-    Both::Pair qs{q.c.first_rows(T), q.g.first_rows(T)}, ks{k.c.first_rows(T), k.g.first_rows(T)},
-        vs{v.c.first_rows(T), v.g.first_rows(T)}, os{out.c.first_rows(T), out.g.first_rows(T)};
-    write(*b.cpu, qs.c, qv), write(*b.gpu, qs.g, qv);
-    write(*b.cpu, ks.c, kv), write(*b.gpu, ks.g, kv);
-    write(*b.cpu, vs.c, vv), write(*b.gpu, vs.g, vv);
+    const AttentionRig::Rows r = rig.random_step(T, seed);
     b.both([&](Backend& be, bool g) {
       be.set_step(in);
-      be.qk_norm_rope(g ? qs.g : qs.c, g ? ks.g : ks.c, step % 2 ? nullptr : (g ? &qnorm.g : &qnorm.c),
-                      step % 2 ? nullptr : (g ? &knorm.g : &knorm.c), 1e-6f, ap, rope);
-      be.attention(1, g ? qs.g : qs.c, g ? ks.g : ks.c, g ? vs.g : vs.c, g ? os.g : os.c, ap);
+      be.qk_norm_rope(g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, step % 2 ? nullptr : (g ? &qnorm.g : &qnorm.c),
+                      step % 2 ? nullptr : (g ? &knorm.g : &knorm.c), 1e-6f, rig.ap, rig.rope);
+      be.attention(1, g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, g ? r.v.g : r.v.c, g ? r.out.g : r.out.c, rig.ap);
     });
-    EXPECT_LE(b.diff(qs), 2e-6) << "q after norm+rope, step " << step;
-    EXPECT_LE(b.diff(ks), 2e-6) << "k after norm+rope, step " << step;
-    EXPECT_LE(b.diff(os), 2e-5) << "attention output, step " << step << " (T=" << T << ")";
+    EXPECT_LE(b.diff(r.q), 2e-6) << "q after norm+rope, step " << step;
+    EXPECT_LE(b.diff(r.k), 2e-6) << "k after norm+rope, step " << step;
+    EXPECT_LE(b.diff(r.out), 2e-5) << "attention output, step " << step << " (T=" << T << ")";
     // Next: decode, one token per sequence (step 1, 2), then a mixed step (3: 2 tokens for seq 0).
     for (auto& s : seqs) {
       s.n_past += s.n_tokens;
@@ -262,23 +288,22 @@ TEST_P(CudaAttention, PagedPrefillThenDecodeMatchCpu) {
   // Context shift of sequence 1 (73 tokens): drop positions [10, 30), move [30, 73) down by 20.
   ASSERT_EQ(seqs[1].n_past, 73);
   const std::vector<int32_t> blocks1 = seqs[1].blocks;
-  RopeParams* rp = &rope;
-  b.both([&](Backend& be, bool) { be.shift_kv(1, blocks1, 30, 43, 20, ap, rp); });
+  RopeParams* rp = &rig.rope;
+  b.both([&](Backend& be, bool) { be.shift_kv(1, blocks1, 30, 43, 20, rig.ap, rp); });
   seqs = {{1, 53, blocks1, -1}};
   std::vector<int32_t> tokens, positions, rows;
   std::vector<StepSequence> ss;
   const StepInputs in = make_step(seqs, tokens, positions, ss, rows);
-  const auto qv = random_floats(size_t(qd), 999, -2, 2), kv = random_floats(size_t(kv_dim), 998, -2, 2);
-  Both::Pair qs{q.c.first_rows(1), q.g.first_rows(1)}, ks{k.c.first_rows(1), k.g.first_rows(1)},
-      vs{v.c.first_rows(1), v.g.first_rows(1)}, os{out.c.first_rows(1), out.g.first_rows(1)};
-  write(*b.cpu, qs.c, qv), write(*b.gpu, qs.g, qv);
-  write(*b.cpu, ks.c, kv), write(*b.gpu, ks.g, kv);
-  write(*b.cpu, vs.c, kv), write(*b.gpu, vs.g, kv);
+  const AttentionRig::Rows r = rig.rows(1);
+  const auto kv = random_floats(size_t(rig.kv_dim), 998, -2, 2);
+  rig.write_both(r.q, random_floats(size_t(rig.qd), 999, -2, 2));
+  rig.write_both(r.k, kv);
+  rig.write_both(r.v, kv);
   b.both([&](Backend& be, bool g) {
     be.set_step(in);
-    be.attention(1, g ? qs.g : qs.c, g ? ks.g : ks.c, g ? vs.g : vs.c, g ? os.g : os.c, ap);
+    be.attention(1, g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, g ? r.v.g : r.v.c, g ? r.out.g : r.out.c, rig.ap);
   });
-  EXPECT_LE(b.diff(os), 2e-5) << "attention after a context shift";
+  EXPECT_LE(b.diff(r.out), 2e-5) << "attention after a context shift";
 }
 
 // Long prompts: a 300-token and a 45-token sequence in one step (many query tiles; key loops over
@@ -288,45 +313,26 @@ TEST_P(CudaAttention, LongPromptMatchesCpu) {
   CERA_REQUIRE_CUDA();
   const AttnShape sh = std::get<0>(GetParam());
   const AttentionKernelEnv env(std::get<1>(GetParam()));
-  Both b;
-  const int32_t hd = sh.head_dim, kv_dim = sh.n_head_kv * hd, qd = sh.n_head * hd;
-  StateLayout L;
-  L.n_attention_layers = 1;
-  L.kv_dim = kv_dim;
-  L.kv_block_size = 16;
-  L.n_kv_blocks = 32;
-  b.both([&](Backend& be, bool) { be.configure_state(L); });
+  AttentionRig rig(sh, 1, 32, 345);
+  Both& b = rig.b;
   std::vector<int32_t> perm(32);
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), std::mt19937(3));
   std::vector<Seq> seqs = {{300, 0, std::vector<int32_t>(perm.begin(), perm.begin() + 22), -1},
                            {45, 0, std::vector<int32_t>(perm.begin() + 22, perm.begin() + 26), -1}};
-  AttentionParams ap{sh.n_head, sh.n_head_kv, hd, 1.f / std::sqrt(float(hd))};
-  RopeParams rope;
-  rope.n_rot = hd;
-  rope.neox = sh.neox;
-  rope.freq_base = 10000.f;
-  const int64_t maxT = 345;
-  auto q = b.alloc(maxT, qd), k = b.alloc(maxT, kv_dim), v = b.alloc(maxT, kv_dim), out = b.alloc(maxT, qd);
   uint32_t seed = 500;
   for (int step = 0; step < 3; ++step) {
     std::vector<int32_t> tokens, positions, rows;
     std::vector<StepSequence> ss;
     const StepInputs in = make_step(seqs, tokens, positions, ss, rows);
     const int64_t T = int64_t(tokens.size());
-    const auto qv = random_floats(size_t(T * qd), seed++, -2, 2), kv = random_floats(size_t(T * kv_dim), seed++, -2, 2),
-               vv = random_floats(size_t(T * kv_dim), seed++, -2, 2);
-    Both::Pair qs{q.c.first_rows(T), q.g.first_rows(T)}, ks{k.c.first_rows(T), k.g.first_rows(T)},
-        vs{v.c.first_rows(T), v.g.first_rows(T)}, os{out.c.first_rows(T), out.g.first_rows(T)};
-    write(*b.cpu, qs.c, qv), write(*b.gpu, qs.g, qv);
-    write(*b.cpu, ks.c, kv), write(*b.gpu, ks.g, kv);
-    write(*b.cpu, vs.c, vv), write(*b.gpu, vs.g, vv);
+    const AttentionRig::Rows r = rig.random_step(T, seed);
     b.both([&](Backend& be, bool g) {
       be.set_step(in);
-      be.qk_norm_rope(g ? qs.g : qs.c, g ? ks.g : ks.c, nullptr, nullptr, 1e-6f, ap, rope);
-      be.attention(0, g ? qs.g : qs.c, g ? ks.g : ks.c, g ? vs.g : vs.c, g ? os.g : os.c, ap);
+      be.qk_norm_rope(g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, nullptr, nullptr, 1e-6f, rig.ap, rig.rope);
+      be.attention(0, g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, g ? r.v.g : r.v.c, g ? r.out.g : r.out.c, rig.ap);
     });
-    EXPECT_LE(b.diff(os), 2e-5) << "attention output, step " << step << " (T=" << T << ")";
+    EXPECT_LE(b.diff(r.out), 2e-5) << "attention output, step " << step << " (T=" << T << ")";
     for (auto& s : seqs) {
       s.n_past += s.n_tokens;
       s.n_tokens = 1;

@@ -19,6 +19,7 @@
 #include <tuple>
 #include <vector>
 
+#include "backend/cpu/ops.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/gemm.h"
@@ -282,7 +283,7 @@ class CudaBackend final : public Backend {
     std::copy(in.tokens.begin(), in.tokens.end(), tokens);
     std::copy(in.positions.begin(), in.positions.end(), positions);
     std::copy(in.output_rows.begin(), in.output_rows.end(), output_rows);
-    host_tokens_.assign(in.tokens.begin(), in.tokens.end());
+    host_tokens_ = {tokens, size_t(T)};
     bool decode_shaped = true;
     int32_t block_off = 0;
     n_tiles_ = 0;
@@ -424,9 +425,9 @@ class CudaBackend final : public Backend {
 
   void qk_norm_rope(Tensor q, Tensor k, const Tensor* q_norm, const Tensor* k_norm, float eps,
                     const AttentionParams& a, const RopeParams& rope) override {
-    if (mode_ != Mode::Replay && mode_ != Mode::Capturing) rope_table(rope);  // uploads outside a capture
+    // Looked up before begin_op: a table is uploaded on a step's first (eager) run, never in a capture.
+    const cuda::RopeArgs r{rope_table(rope), rope.n_rot, rope.neox};
     if (!begin_op("qk_norm_rope")) return;
-    cuda::RopeArgs r{rope_table(rope), rope.n_rot, rope.neox};
     cuda::qk_norm_rope(q.f32(), stride(q), k.f32(), stride(k), q_norm ? q_norm->f32() : nullptr,
                        k_norm ? k_norm->f32() : nullptr, eps, a.n_head, a.n_head_kv, a.head_dim, r, view_.positions,
                        rows(q), stream_);
@@ -465,20 +466,18 @@ class CudaBackend final : public Backend {
                 const AttentionParams& attn, const RopeParams* rope) override {
     state_op();
     if (count <= 0) return;
-    // The moved positions' block table and the rotation by -delta, computed on the host in double
-    // as the CPU backend does.
+    // The moved positions' block table and the rotation by -delta, computed on the host by the CPU
+    // backend's own RoPE functions (the same angles, bit for bit).
     shift_host_.ensure(sizeof(int32_t) * blocks.size() + 2 * sizeof(float) * 256);
     auto* hb = shift_host_.as<int32_t>();
     std::copy(blocks.begin(), blocks.end(), hb);
     float* hc = reinterpret_cast<float*>(hb + blocks.size());
     float* hs = hc + 128;
-    const int32_t half = rope ? rope->n_rot / 2 : 0;
-    if (half > 128) throw Error(ErrorCode::Unsupported, "RoPE over more than 256 dimensions");
-    for (int32_t i = 0; i < half; ++i) {
-      double inv = std::pow(double(rope->freq_base), -2.0 * i / double(rope->n_rot)) * rope->freq_scale;
-      if (rope->freq_factors) inv /= rope->freq_factors[i];
-      hc[i] = float(std::cos(double(-delta) * inv));
-      hs[i] = float(std::sin(double(-delta) * inv));
+    if (rope) {
+      if (rope->n_rot / 2 > 128) throw Error(ErrorCode::Unsupported, "RoPE over more than 256 dimensions");
+      std::vector<double> inv(size_t(rope->n_rot / 2));
+      cpu::rope_inv_freq(*rope, inv.data());
+      cpu::rope_cos_sin(inv.data(), rope->n_rot, -delta, hc, hs);
     }
     const size_t bytes = sizeof(int32_t) * blocks.size() + 2 * sizeof(float) * 256;
     shift_dev_.ensure(bytes);
@@ -546,7 +545,7 @@ class CudaBackend final : public Backend {
       mode_ = Mode::Replay;
     }
     if (mode_ == Mode::Replay) CERA_CUDA_CHECK(cudaGraphLaunch(replay_->exec(), stream_));
-    if (mode_ != Mode::Idle) mode_ = Mode::Idle;
+    mode_ = Mode::Idle;
   }
 
   // Drops the step in progress without running it (a capture under way is ended and discarded).
@@ -572,10 +571,7 @@ class CudaBackend final : public Backend {
     auto it = rope_tables_.find(key);
     if (it != rope_tables_.end()) return it->second.as<double>();
     std::vector<double> inv(size_t(rope.n_rot / 2));
-    for (int32_t i = 0; i < rope.n_rot / 2; ++i) {
-      inv[size_t(i)] = std::pow(double(rope.freq_base), -2.0 * i / double(rope.n_rot)) * rope.freq_scale;
-      if (rope.freq_factors) inv[size_t(i)] /= rope.freq_factors[i];
-    }
+    cpu::rope_inv_freq(rope, inv.data());  // the CPU backend's frequencies, in double
     DeviceBuffer buf(sizeof(double) * std::max<size_t>(inv.size(), 1));
     CERA_CUDA_CHECK(cudaMemcpy(buf.get(), inv.data(), sizeof(double) * inv.size(), cudaMemcpyHostToDevice));
     return rope_tables_.emplace(key, std::move(buf)).first->second.as<double>();
@@ -609,7 +605,7 @@ class CudaBackend final : public Backend {
   PinnedBuffer meta_host_;
   DeviceBuffer meta_dev_;
   cuda::StepView view_{};
-  std::vector<int32_t> host_tokens_;
+  std::span<const int32_t> host_tokens_;  // the step's ids in the pinned buffer, for validation
   int32_t n_tokens_ = 0, n_seqs_ = 0, n_out_ = 0, n_tiles_ = 0;
   bool decode_ = false;
 
