@@ -1,7 +1,9 @@
 // Decode matvec throughput on the GPU: for each weight type, the LFM2-1.2B FFN shapes and a
 // vocabulary-sized head, weight bytes streamed per second (the kernel's job is to run at HBM speed).
 // Several copies of each matrix are cycled so that the 60 MB L2 does not serve repeats.
-//   cera_bench_cuda_matvec [n_x_rows (default 1)] [reps (default 200)]
+// A second table times the Q4_0 / Q8_0 fast kernel (matvec_quant_fast.h) against the general one on
+// the real decode shapes (LFM2-1.2B, Llama-3.2-1B, Qwen3-0.6B) with their fusions.
+//   cera_bench_cuda_matvec [n_x_rows (default 1)] [reps (default 200)] [fast (only the second table)]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/matvec_quant_fast.h"
 #include "backend/cuda/quant_kernels.h"
 #include "format/ggml_type.h"
 #include "format/quant.h"
@@ -28,12 +31,112 @@ namespace {
 
 constexpr double kPeakBytesPerSec = 4.0e12;
 
+struct FastShape {
+  const char* name;
+  int64_t n_rows, k;
+  cera::cuda::MatvecFusion::Out out;
+  bool norm;
+};
+
+// The decode matvecs of the benchmark models (n_rows x k; SwiGLU rows are [gate; up]).
+const FastShape kFastShapes[] = {
+    {"lfm2 attn/out 2048", 2048, 2048, cera::cuda::MatvecFusion::Out::Accumulate, false},
+    {"lfm2 in_proj 3x2048", 6144, 2048, cera::cuda::MatvecFusion::Out::Store, true},
+    {"lfm2 gate+up 2x8192", 16384, 2048, cera::cuda::MatvecFusion::Out::SwiGLU, true},
+    {"lfm2 down", 2048, 8192, cera::cuda::MatvecFusion::Out::Accumulate, false},
+    {"lfm2 head 65536", 65536, 2048, cera::cuda::MatvecFusion::Out::Store, true},
+    {"llama q 2048", 2048, 2048, cera::cuda::MatvecFusion::Out::Store, true},
+    {"llama k/v 512", 512, 2048, cera::cuda::MatvecFusion::Out::Store, true},
+    {"llama gate+up 2x8192", 16384, 2048, cera::cuda::MatvecFusion::Out::SwiGLU, true},
+    {"llama down", 2048, 8192, cera::cuda::MatvecFusion::Out::Accumulate, false},
+    {"llama head 128256", 128256, 2048, cera::cuda::MatvecFusion::Out::Store, true},
+    {"qwen3 q 2048", 2048, 1024, cera::cuda::MatvecFusion::Out::Store, true},
+    {"qwen3 k/v 1024", 1024, 1024, cera::cuda::MatvecFusion::Out::Store, true},
+    {"qwen3 o 1024", 1024, 2048, cera::cuda::MatvecFusion::Out::Accumulate, false},
+    {"qwen3 gate+up 2x3072", 6144, 1024, cera::cuda::MatvecFusion::Out::SwiGLU, true},
+    {"qwen3 down", 1024, 3072, cera::cuda::MatvecFusion::Out::Accumulate, false},
+    {"qwen3 head 151936", 151936, 1024, cera::cuda::MatvecFusion::Out::Store, true},
+};
+
+// Average seconds per call of fn(buffer) over reps calls cycling through the buffers (after one
+// warm-up pass).
+template <class Fn>
+double time_calls(const std::vector<void*>& bufs, int reps, cudaEvent_t e0, cudaEvent_t e1, Fn&& fn) {
+  for (void* b : bufs) fn(b);
+  CHECK(cudaEventRecord(e0));
+  for (int i = 0; i < reps; ++i) fn(bufs[size_t(i) % bufs.size()]);
+  CHECK(cudaEventRecord(e1));
+  CHECK(cudaEventSynchronize(e1));
+  float ms = 0;
+  CHECK(cudaEventElapsedTime(&ms, e0, e1));
+  return double(ms) / 1e3 / reps;
+}
+
+// Copies of a matrix (one quantized random row tiled) exceeding the L2 several times over.
+std::vector<void*> make_copies(cera::GgmlType t, int64_t n_rows, int64_t k, const std::vector<float>& row) {
+  const size_t row_bytes = cera::ggml_row_bytes(t, k);
+  const size_t bytes = row_bytes * size_t(n_rows);
+  std::vector<uint8_t> qrow(row_bytes), host(bytes);
+  cera::quant::quantize_row_ref(t, row.data(), qrow.data(), k);
+  for (int64_t r = 0; r < n_rows; ++r) std::copy(qrow.begin(), qrow.end(), host.begin() + r * row_bytes);
+  const int copies = int(std::max<size_t>(2, (size_t(512) << 20) / bytes + 1));
+  std::vector<void*> bufs(static_cast<size_t>(copies));
+  for (auto& b : bufs) {
+    CHECK(cudaMalloc(&b, bytes));
+    if (&b == &bufs[0]) CHECK(cudaMemcpy(b, host.data(), bytes, cudaMemcpyHostToDevice));
+    else CHECK(cudaMemcpy(b, bufs[0], bytes, cudaMemcpyDeviceToDevice));
+  }
+  return bufs;
+}
+
+// Fast kernel vs the general one (cuda::matvec with the fast path switched off) per shape.
+void bench_fast(int nx, int reps, const std::vector<float>& row, float* dx, float* dy, float* dnorm, cudaEvent_t e0,
+                cudaEvent_t e1) {
+  using cera::GgmlType;
+  std::printf("\nfast Q4_0/Q8_0 kernel (matvec_quant_fast) vs general (cuda::matvec), n_x_rows=%d\n", nx);
+  std::printf("%-6s %-22s %-13s %8s | %9s %7s %7s | %9s %7s %7s | %6s\n", "type", "shape", "n x k", "MB", "fast us",
+              "GB/s", "of 4TB", "gen us", "GB/s", "of 4TB", "speed");
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0}) {
+    for (const FastShape& s : kFastShapes) {
+      const size_t row_bytes = cera::ggml_row_bytes(t, s.k);
+      const size_t bytes = row_bytes * size_t(s.n_rows);
+      const std::vector<void*> bufs = make_copies(t, s.n_rows, s.k, row);
+      cera::cuda::MatvecFusion f;
+      f.out = s.out;
+      if (s.norm) f.norm_w = dnorm, f.norm_eps = 1e-5f;
+      const int64_t ys = s.n_rows;
+      bool ok = true;
+      const double fast = time_calls(bufs, reps, e0, e1, [&](void* w) {
+        ok = ok && cera::cuda::matvec_quant_fast(t, w, s.n_rows, s.k, row_bytes, dx, s.k, nx, dy, ys, nullptr, f);
+      });
+      cera::cuda::matvec_quant_fast_enable(false);
+      const double gen = time_calls(bufs, reps, e0, e1, [&](void* w) {
+        cera::cuda::matvec(t, w, s.n_rows, s.k, row_bytes, dx, s.k, nx, dy, ys, nullptr, f);
+      });
+      cera::cuda::matvec_quant_fast_enable(true);
+      CHECK(cudaGetLastError());
+      char shape[32];
+      std::snprintf(shape, sizeof shape, "%lldx%lld", (long long)s.n_rows, (long long)s.k);
+      const double gf = double(bytes) / fast / 1e9, gg = double(bytes) / gen / 1e9;
+      if (!ok) std::printf("%-6s %-22s %-13s  (fast kernel refused this shape)\n", std::string(cera::ggml_type_name(t)).c_str(),
+                           s.name, shape);
+      else
+        std::printf("%-6s %-22s %-13s %8.2f | %9.2f %7.0f %6.1f%% | %9.2f %7.0f %6.1f%% | %5.2fx\n",
+                    std::string(cera::ggml_type_name(t)).c_str(), s.name, shape, double(bytes) / 1e6, fast * 1e6, gf,
+                    100.0 * gf * 1e9 / kPeakBytesPerSec, gen * 1e6, gg, 100.0 * gg * 1e9 / kPeakBytesPerSec,
+                    gen / fast);
+      for (auto b : bufs) CHECK(cudaFree(b));
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using cera::GgmlType;
   const int nx = argc > 1 ? std::atoi(argv[1]) : 1;
   const int reps = argc > 2 ? std::atoi(argv[2]) : 200;
+  const bool only_fast = argc > 3 && std::string(argv[3]) == "fast";
   int n_dev = 0;
   if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
     std::fprintf(stderr, "no CUDA device\n");
@@ -57,15 +160,23 @@ int main(int argc, char** argv) {
   std::vector<float> row(8192);
   for (auto& v : row) v = nd(rng);
 
-  float *dx = nullptr, *dy = nullptr;
+  float *dx = nullptr, *dy = nullptr, *dnorm = nullptr;
   CHECK(cudaMalloc(&dx, sizeof(float) * 8192 * 8));
-  CHECK(cudaMalloc(&dy, sizeof(float) * 65536 * 8));
-  CHECK(cudaMemset(dx, 0, sizeof(float) * 8192 * 8));
+  CHECK(cudaMalloc(&dy, sizeof(float) * 151936 * 8));
+  CHECK(cudaMalloc(&dnorm, sizeof(float) * 8192));
+  {
+    std::vector<float> hx(8192 * 8), hn(8192, 1.0f);
+    for (auto& v : hx) v = nd(rng);
+    CHECK(cudaMemcpy(dx, hx.data(), hx.size() * sizeof(float), cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(dnorm, hn.data(), hn.size() * sizeof(float), cudaMemcpyHostToDevice));
+    CHECK(cudaMemset(dy, 0, sizeof(float) * 151936 * 8));
+  }
   cudaEvent_t e0, e1;
   CHECK(cudaEventCreate(&e0));
   CHECK(cudaEventCreate(&e1));
 
   for (GgmlType t : types) {
+    if (only_fast) break;
     for (const auto& s : shapes) {
       const size_t row_bytes = cera::ggml_row_bytes(t, s.k);
       const size_t bytes = row_bytes * size_t(s.n_rows);
@@ -98,6 +209,7 @@ int main(int argc, char** argv) {
       for (auto b : bufs) CHECK(cudaFree(b));
     }
   }
+  bench_fast(nx, reps, row, dx, dy, dnorm, e0, e1);
   CHECK(cudaGetLastError());
   return 0;
 }

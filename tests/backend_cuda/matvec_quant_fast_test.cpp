@@ -1,0 +1,368 @@
+// cuda::matvec_quant_fast (Q4_0 / Q8_0 weights, int8 activations) against a double-precision host
+// reference built from the scalar dequantizer (format/quant.h) and the activation rounding the
+// kernel specifies (matvec_quant_fast.h): per 32 elements d = max|x'|/127 in f32,
+// q = roundf(x' · (1/d)); with the norm, inv = float(1/sqrt(Σx²/k + eps)) (Σ in double) and
+// x' = norm_w · (x · inv). The host repeats those f32 operations one for one, so the int8 values
+// and block scales are the kernel's bit for bit (norm tests use x = m/64 · 2^e with small integer
+// m: Σx² is then exact in double in any order, so even the summation order cannot differ).
+//
+// Bounds. Given identical d_x and q_x, the exact product is v = Σ_b dw_b · dx_b · s_b with s_b an
+// exact integer; the kernel rounds c_b = dw_b·dx_b once, adds float(s_b)·c_b into a lane
+// accumulator with one fma per block (≤ n_seg = ceil(k/1024) per lane), then sums 32 lanes in a
+// 5-level tree. That is at most 1 + n_seg + 5 roundings on any path, so
+//   |v_gpu − v| ≤ (n_seg + 6)·2^-24·Σ_b |dw_b·dx_b·s_b|  (+ second order);
+// the tests use (n_seg + 8)·2^-24·Σ|…|. Accumulate adds |scale|·that plus one rounding of y;
+// SwiGLU propagates both rows' bounds through silu(g)·u (|silu'| ≤ 1.1) plus 16 ulp of the result
+// for expf (≤ 2 ulp), the add, the division and the product. Any wrong weight nibble, x block, scale
+// or row (the typical bug) moves the result by far more than these bounds.
+//
+// Outputs are poisoned with 0xFF bytes (NaN) before Store / SwiGLU launches, so an unwritten
+// element fails; the padding between output rows must still hold the poison afterwards.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/matvec_quant_fast.h"
+#include "backend/cuda/quant_kernels.h"
+#include "format/ggml_type.h"
+#include "format/quant.h"
+
+namespace cera {
+namespace {
+
+#define REQUIRE_CUDA_DEVICE()                                                              \
+  do {                                                                                     \
+    int n_dev = 0;                                                                         \
+    const cudaError_t e = cudaGetDeviceCount(&n_dev);                                      \
+    if (e != cudaSuccess) GTEST_SKIP() << "no CUDA device: " << cudaGetErrorString(e);      \
+    if (n_dev == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount found none";        \
+  } while (0)
+
+#define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr << ": " << cudaGetErrorString(cudaGetLastError())
+
+using Out = cuda::MatvecFusion::Out;
+
+struct DevBuf {
+  void* p = nullptr;
+  size_t bytes = 0;
+  explicit DevBuf(size_t n) : bytes(n) {
+    if (cudaMalloc(&p, n) != cudaSuccess) p = nullptr;
+  }
+  ~DevBuf() { cudaFree(p); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  template <class T>
+  T* as() const { return static_cast<T*>(p); }
+};
+
+// Random weights in `type` (rows row_bytes apart, padding filled with junk) and their reference
+// values from the scalar dequantizer.
+struct Weights {
+  int64_t n_rows, k;
+  size_t row_bytes;
+  std::vector<uint8_t> bytes;
+  std::vector<float> ref;
+};
+
+Weights make_weights(GgmlType type, int64_t n_rows, int64_t k, size_t pad, uint32_t seed) {
+  Weights w{n_rows, k, ggml_row_bytes(type, k) + pad, {}, {}};
+  w.bytes.assign(w.row_bytes * size_t(n_rows), 0x5A);
+  w.ref.resize(size_t(n_rows * k));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> src(static_cast<size_t>(k));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float mag = std::ldexp(1.0f, int(rng() % 7) - 3);
+    for (auto& v : src) v = nd(rng) * mag;
+    uint8_t* row = w.bytes.data() + size_t(r) * w.row_bytes;
+    quant::quantize_row_ref(type, src.data(), row, k);
+    quant::dequantize_row_ref(type, row, w.ref.data() + r * k, k);
+  }
+  return w;
+}
+
+// One activation row as the kernel quantizes it.
+struct QuantX {
+  std::vector<float> d;   // per 32 elements
+  std::vector<int8_t> q;  // per element
+};
+
+QuantX quantize_x(const float* x, int64_t k, const float* norm_w, float eps) {
+  std::vector<float> xp(x, x + k);
+  if (norm_w) {
+    double ss = 0;
+    for (int64_t j = 0; j < k; ++j) ss += double(x[j]) * double(x[j]);
+    const float inv = float(1.0 / std::sqrt(ss / double(k) + double(eps)));
+    for (int64_t j = 0; j < k; ++j) {
+      const float t = x[j] * inv;
+      xp[size_t(j)] = norm_w[j] * t;
+    }
+  }
+  QuantX qx;
+  qx.d.resize(size_t(k / 32));
+  qx.q.resize(size_t(k));
+  for (int64_t b = 0; b < k / 32; ++b) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(xp[size_t(32 * b + j)]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    qx.d[size_t(b)] = d;
+    for (int j = 0; j < 32; ++j) {
+      const float s = xp[size_t(32 * b + j)] * id;
+      qx.q[size_t(32 * b + j)] = int8_t(std::roundf(s));
+    }
+  }
+  return qx;
+}
+
+// v = Σ_b dx_b Σ_j w_j q_j exactly (w_j = dw·level is exact in f32, the products and sums of a
+// block are exact in double), and the bound on the kernel's rounding error (see the top comment).
+struct RefDot {
+  double v, bound;
+};
+
+RefDot ref_dot(const float* w, const QuantX& qx, int64_t k) {
+  double v = 0, mag = 0;
+  for (int64_t b = 0; b < k / 32; ++b) {
+    double s = 0;
+    for (int j = 0; j < 32; ++j) s += double(w[32 * b + j]) * double(qx.q[size_t(32 * b + j)]);
+    const double term = s * double(qx.d[size_t(b)]);
+    v += term;
+    mag += std::fabs(term);
+  }
+  const int64_t n_seg = (k / 32 + 31) / 32;
+  return {v, double(n_seg + 8) * std::ldexp(1.0, -24) * mag};
+}
+
+bool is_poison(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  return u == 0xFFFFFFFFu;
+}
+
+const char* mode_name(Out m) {
+  return m == Out::Store ? "Store" : m == Out::Accumulate ? "Accumulate" : "SwiGLU";
+}
+
+struct Case {
+  GgmlType type;
+  int64_t n_rows, k;
+  size_t pad;
+  int nx;
+  Out mode;
+  bool norm;
+};
+
+std::string describe(const Case& c) {
+  return std::string(ggml_type_name(c.type)) + " " + std::to_string(c.n_rows) + "x" + std::to_string(c.k) +
+         " pad " + std::to_string(c.pad) + " nx=" + std::to_string(c.nx) + " " + mode_name(c.mode) +
+         (c.norm ? " +norm" : "");
+}
+
+// Runs one case against the reference; returns the number of outputs checked.
+int64_t run_case(const Case& c, const Weights& w, const DevBuf& dw, uint32_t seed) {
+  const int64_t k = c.k, n_out = c.mode == Out::SwiGLU ? c.n_rows / 2 : c.n_rows;
+  const int64_t xs = k + 5, ys = n_out + 3;  // strided rows; y padding must stay untouched
+  std::mt19937 rng(seed);
+  std::vector<float> x(size_t(c.nx * xs), 0.0f), nw;
+  for (int t = 0; t < c.nx; ++t) {
+    if (c.norm) {  // m/64 · 2^e: Σx² exact in double whatever the order (see the top comment)
+      const int e = int(rng() % 6) - 3;
+      for (int64_t j = 0; j < k; ++j) x[size_t(t * xs + j)] = std::ldexp(float(int(rng() % 255) - 127) / 64.0f, e);
+    } else {
+      std::uniform_real_distribution<float> ud(-2.0f, 2.0f);
+      for (int64_t j = 0; j < k; ++j) x[size_t(t * xs + j)] = ud(rng);
+    }
+  }
+  const float eps = 1e-5f, scale = -0.75f;
+  if (c.norm) {
+    std::uniform_real_distribution<float> ud(0.5f, 1.5f);
+    nw.resize(size_t(k));
+    for (auto& v : nw) v = ud(rng);
+  }
+  std::vector<float> y0(size_t(c.nx * ys));
+  if (c.mode == Out::Accumulate) {
+    std::uniform_real_distribution<float> ud(-3.0f, 3.0f);
+    for (auto& v : y0) v = ud(rng);
+    for (int t = 0; t < c.nx; ++t)  // padding: poison, must stay
+      for (int64_t j = n_out; j < ys; ++j) std::memset(&y0[size_t(t * ys + j)], 0xFF, 4);
+  } else {
+    std::memset(y0.data(), 0xFF, y0.size() * 4);
+  }
+
+  DevBuf dx(x.size() * 4), dy(y0.size() * 4), dn(std::max<size_t>(nw.size(), 1) * 4);
+  EXPECT_TRUE(dx.p && dy.p && dn.p);
+  if (!(dx.p && dy.p && dn.p)) return 0;
+  EXPECT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(dy.p, y0.data(), y0.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  if (c.norm) {
+    EXPECT_EQ(cudaMemcpy(dn.p, nw.data(), nw.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  }
+
+  cuda::MatvecFusion f;
+  f.out = c.mode;
+  f.scale = c.mode == Out::Accumulate ? scale : 1.0f;
+  if (c.norm) f.norm_w = dn.as<float>(), f.norm_eps = eps;
+  const bool launched = cuda::matvec_quant_fast(c.type, dw.p, c.n_rows, k, w.row_bytes, dx.as<float>(), xs, c.nx,
+                                                dy.as<float>(), ys, nullptr, f);
+  EXPECT_TRUE(launched) << describe(c);
+  if (!launched) return 0;
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << describe(c);
+  std::vector<float> y(y0.size());
+  EXPECT_EQ(cudaMemcpy(y.data(), dy.p, dy.bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+
+  int bad = 0;
+  int64_t checked = 0;
+  for (int t = 0; t < c.nx && bad < 5; ++t) {
+    const QuantX qx = quantize_x(&x[size_t(t * xs)], k, c.norm ? nw.data() : nullptr, eps);
+    for (int64_t j = 0; j < ys && bad < 5; ++j) {
+      const float got = y[size_t(t * ys + j)];
+      if (j >= n_out) {
+        if (!is_poison(got)) ++bad, ADD_FAILURE() << describe(c) << ": wrote y padding (" << t << "," << j << ")";
+        continue;
+      }
+      const RefDot a = ref_dot(&w.ref[size_t(j * k)], qx, k);
+      double want = a.v, bound = a.bound;
+      if (c.mode == Out::Accumulate) {
+        const double y_in = y0[size_t(t * ys + j)];
+        want = y_in + double(scale) * a.v;
+        bound = std::fabs(double(scale)) * a.bound + std::ldexp(std::fabs(want), -24) * 1.01;
+      } else if (c.mode == Out::SwiGLU) {
+        const RefDot u = ref_dot(&w.ref[size_t((j + n_out) * k)], qx, k);
+        const double sg = a.v / (1.0 + std::exp(-a.v));
+        want = sg * u.v;
+        bound = 1.1 * a.bound * std::fabs(u.v) + std::fabs(sg) * u.bound + 1.1 * a.bound * u.bound +
+                16 * std::ldexp(std::fabs(want), -24);
+      }
+      bound += 1e-30;
+      const double err = std::fabs(double(got) - want);
+      if (!(err <= bound)) {  // also catches NaN (poison left in place)
+        ++bad;
+        ADD_FAILURE() << describe(c) << " x row " << t << " output " << j << ": got " << got << " want " << want
+                      << " (|error| " << err << ", bound " << bound << ")";
+      }
+      ++checked;
+    }
+  }
+  return checked;
+}
+
+const GgmlType kFastTypes[] = {GgmlType::Q4_0, GgmlType::Q8_0};
+
+// Every type x n_x_rows 1..4 x output mode x norm on/off over shapes with odd row counts, k = 32
+// (one block), k = 256·odd (partial 32-block units: 24, 40 = 32+8 and 65 = 2·32+1 blocks), rows
+// padded (row_bytes > data, even) or not, and x / y row strides larger than the rows.
+TEST(MatvecQuantFast, MatchesReferenceAllModes) {
+  REQUIRE_CUDA_DEVICE();
+  const struct {
+    int64_t n_rows, k;
+  } shapes[] = {{2, 32}, {7, 32}, {38, 768}, {301, 1280}, {130, 2080}, {1001, 256}, {66, 8192}};
+  int64_t checked = 0;
+  uint32_t seed = 1;
+  for (GgmlType type : kFastTypes) {
+    for (const auto& s : shapes) {
+      for (size_t pad : {size_t(0), size_t(10)}) {
+        const Weights w = make_weights(type, s.n_rows, s.k, pad, seed++);
+        DevBuf dw(w.bytes.size());
+        ASSERT_TRUE(dw.p);
+        CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
+        for (int nx = 1; nx <= cuda::kMatvecFastMaxRows; ++nx)
+          for (Out mode : {Out::Store, Out::Accumulate, Out::SwiGLU})
+            for (bool norm : {false, true}) {
+              if (mode == Out::SwiGLU && s.n_rows % 2 != 0) continue;
+              checked += run_case({type, s.n_rows, s.k, pad, nx, mode, norm}, w, dw, seed++);
+              if (HasFailure()) return;
+            }
+      }
+    }
+  }
+  EXPECT_GT(checked, 100000);
+}
+
+// Many more rows than warps in the grid (each warp loops over many rows and its cp.async ring
+// wraps many times), the LFM2 head / FFN shapes, decode batch 1 and 2.
+TEST(MatvecQuantFast, LargeMatrices) {
+  REQUIRE_CUDA_DEVICE();
+  const Case cases[] = {
+      {GgmlType::Q4_0, 40001, 2048, 0, 1, Out::Store, true},
+      {GgmlType::Q8_0, 40001, 2048, 0, 2, Out::Store, false},
+      {GgmlType::Q4_0, 2 * 4099, 2048, 0, 2, Out::SwiGLU, true},
+      {GgmlType::Q8_0, 2 * 4099, 2048, 0, 1, Out::SwiGLU, true},
+      {GgmlType::Q4_0, 2053, 8192, 0, 2, Out::Accumulate, false},
+      {GgmlType::Q8_0, 2053, 8192, 6, 1, Out::Accumulate, false},
+  };
+  uint32_t seed = 1000;
+  for (const Case& c : cases) {
+    const Weights w = make_weights(c.type, c.n_rows, c.k, c.pad, seed++);
+    DevBuf dw(w.bytes.size());
+    ASSERT_TRUE(dw.p);
+    CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
+    const int64_t n_out = c.mode == Out::SwiGLU ? c.n_rows / 2 : c.n_rows;
+    EXPECT_EQ(run_case(c, w, dw, seed++), n_out * c.nx) << describe(c);
+  }
+}
+
+// The same launch twice gives bit-identical results (fixed reduction order, no atomics).
+TEST(MatvecQuantFast, Deterministic) {
+  REQUIRE_CUDA_DEVICE();
+  const int64_t n_rows = 6144, k = 2048;
+  for (GgmlType type : kFastTypes) {
+    const Weights w = make_weights(type, n_rows, k, 0, 77);
+    std::vector<float> x(size_t(2 * k));
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> ud(-1.0f, 1.0f);
+    for (auto& v : x) v = ud(rng);
+    DevBuf dw(w.bytes.size()), dx(x.size() * 4), dy1(size_t(2 * n_rows) * 4), dy2(size_t(2 * n_rows) * 4);
+    ASSERT_TRUE(dw.p && dx.p && dy1.p && dy2.p);
+    CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+    for (DevBuf* dy : {&dy1, &dy2})
+      ASSERT_TRUE(cuda::matvec_quant_fast(type, dw.p, n_rows, k, w.row_bytes, dx.as<float>(), k, 2, dy->as<float>(),
+                                          n_rows, nullptr, {}));
+    CUDA_OK(cudaDeviceSynchronize());
+    std::vector<float> a(size_t(2 * n_rows)), b(a.size());
+    CUDA_OK(cudaMemcpy(a.data(), dy1.p, dy1.bytes, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(b.data(), dy2.p, dy2.bytes, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << ggml_type_name(type);
+  }
+}
+
+// What it does not handle it refuses without launching anything (the caller falls back).
+TEST(MatvecQuantFast, RefusesUnsupported) {
+  REQUIRE_CUDA_DEVICE();
+  const int64_t n_rows = 64, k = 256;
+  DevBuf dw(size_t(n_rows) * 1024 + 64), dx(size_t(8 * k) * 4), dy(size_t(8 * n_rows) * 4);
+  ASSERT_TRUE(dw.p && dx.p && dy.p);
+  CUDA_OK(cudaMemset(dw.p, 0, dw.bytes));
+  CUDA_OK(cudaMemset(dy.p, 0xFF, dy.bytes));
+  const size_t rb = ggml_row_bytes(GgmlType::Q4_0, k);
+  const float* x = dx.as<float>();
+  float* y = dy.as<float>();
+  cuda::MatvecFusion swiglu;
+  swiglu.out = Out::SwiGLU;
+  EXPECT_FALSE(cuda::matvec_quant_fast(GgmlType::Q4_1, dw.p, n_rows, k, ggml_row_bytes(GgmlType::Q4_1, k), x, k, 1,
+                                       y, n_rows, nullptr, {}));
+  EXPECT_FALSE(cuda::matvec_quant_fast(GgmlType::F32, dw.p, n_rows, k, size_t(k) * 4, x, k, 1, y, n_rows, nullptr, {}));
+  EXPECT_FALSE(cuda::matvec_quant_fast(GgmlType::Q4_0, dw.p, n_rows, k, rb, x, k, cuda::kMatvecFastMaxRows + 1, y,
+                                       n_rows, nullptr, {}));
+  EXPECT_FALSE(cuda::matvec_quant_fast(GgmlType::Q4_0, dw.p, n_rows, k, rb, x, k, 0, y, n_rows, nullptr, {}));
+  EXPECT_FALSE(cuda::matvec_quant_fast(GgmlType::Q4_0, dw.p, n_rows, k, rb + 1, x, k, 1, y, n_rows, nullptr, {}));
+  EXPECT_FALSE(cuda::matvec_quant_fast(GgmlType::Q4_0, static_cast<uint8_t*>(dw.p) + 1, n_rows, k, rb, x, k, 1, y,
+                                       n_rows, nullptr, {}));
+  EXPECT_FALSE(cuda::matvec_quant_fast(GgmlType::Q4_0, dw.p, n_rows, k + 16, rb, x, k, 1, y, n_rows, nullptr, {}));
+  EXPECT_FALSE(cuda::matvec_quant_fast(GgmlType::Q4_0, dw.p, n_rows - 1, k, rb, x, k, 1, y, n_rows, nullptr, swiglu));
+  CUDA_OK(cudaDeviceSynchronize());
+  std::vector<uint32_t> out(size_t(8 * n_rows));
+  CUDA_OK(cudaMemcpy(out.data(), dy.p, dy.bytes, cudaMemcpyDeviceToHost));
+  for (uint32_t u : out) ASSERT_EQ(u, 0xFFFFFFFFu) << "a refused call wrote y";
+}
+
+}  // namespace
+}  // namespace cera
