@@ -157,6 +157,7 @@ class Engine {
 
  private:
   friend class Session;
+  friend struct EngineInternals;  // src/engine/engine_impl.h: tests reach the Impl through it
   struct Impl;
   explicit Engine(std::unique_ptr<Impl> impl);
   // decode_batch and decode_batch_greedy: next_tokens empty asks for the logits.

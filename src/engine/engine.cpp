@@ -193,6 +193,7 @@ Tensor Engine::Impl::run_step(std::span<const SeqInput> inputs) {
     }
   }
   StepInputs si{tokens, positions, seqs, output_rows};
+  ++step_count;
   backend->set_step(si);
   return model->forward(int32_t(tokens.size()), int32_t(output_rows.size()));
 }
@@ -211,6 +212,22 @@ void Engine::Impl::step(std::span<const SeqInput> inputs, std::vector<float>& lo
     backend->read(h, hidden_out->data());
   }
   advance(inputs);
+}
+
+Tensor Engine::Impl::step_top_k(std::span<const SeqInput> inputs, int32_t k, std::vector<float>& values,
+                                std::vector<int32_t>& ids, std::vector<float>* hidden_out) {
+  const Tensor logits = run_step(inputs);
+  values.resize(size_t(logits.rows) * size_t(k));
+  ids.resize(size_t(logits.rows) * size_t(k));
+  backend->top_k_rows(logits, k, values.data(), ids.data());
+  ++top_k_steps;
+  if (hidden_out) {
+    const Tensor& h = model->output_hidden();
+    hidden_out->resize(size_t(h.rows * h.cols));
+    backend->read(h, hidden_out->data());
+  }
+  advance(inputs);
+  return logits;
 }
 
 void Engine::Impl::step_argmax(std::span<const SeqInput> inputs, std::vector<int32_t>& argmax_out) {

@@ -45,11 +45,26 @@ struct Engine::Impl {
   void step(std::span<const SeqInput> inputs, std::vector<float>& logits_out, std::vector<float>* hidden_out = nullptr);
   // The same step, but only the argmax of each output row comes back (computed by the backend).
   void step_argmax(std::span<const SeqInput> inputs, std::vector<int32_t>& argmax_out);
-  // Shared by both: validates, reserves KV, runs the forward; returns the output logits tensor.
+  // The same step, but only each output row's k largest logits come back (Backend::top_k_rows:
+  // values and ids, [n_outputs, k]). Returns the logits tensor, whose full rows stay readable
+  // (backend->read) until the next step (step_count says which step that is).
+  Tensor step_top_k(std::span<const SeqInput> inputs, int32_t k, std::vector<float>& values,
+                    std::vector<int32_t>& ids, std::vector<float>* hidden_out = nullptr);
+  // Shared by all: validates, reserves KV, runs the forward; returns the output logits tensor.
   Tensor run_step(std::span<const SeqInput> inputs);
+  uint64_t step_count = 0;  // forward steps run (run_step)
+  // Session::generate samples from the device's top-k when that gives the same draws (tests turn
+  // it off to compare); top_k_steps counts the steps that read only the top k.
+  bool sample_from_top_k = true;
+  uint64_t top_k_steps = 0;
   void advance(std::span<const SeqInput> inputs);
   // Reserves KV blocks for a sequence, evicting prefix-cache entries if the pool is short.
   void reserve_evicting(int32_t seq_id, int32_t n_tokens);
+};
+
+// The Impl of an Engine, for tests (its switches and counters).
+struct EngineInternals {
+  static Engine::Impl& of(Engine& engine) { return *engine.impl_; }
 };
 
 }  // namespace cera

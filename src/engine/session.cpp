@@ -22,6 +22,39 @@ struct Session::Impl {
   // Chat: the text the session holds (rendered conversation + replies), while it is known exactly.
   std::optional<std::string> chat_fed;
   std::atomic<bool> cancel_requested{false};
+  // After generate appended a token reading only the row's largest logits (top_values/top_ids, as
+  // Backend::top_k_rows gives them): its full row is still in the backend's logits tensor until the
+  // engine's next step, and fetch_logits() brings it into `logits` when someone asks.
+  std::vector<float> top_values;
+  std::vector<int32_t> top_ids;
+  bool logits_on_device = false;
+  Tensor device_logits;
+  uint64_t device_step = 0;  // the engine step that produced it
+
+  void fetch_logits() {
+    if (!logits_on_device) return;
+    logits_on_device = false;
+    if (engine->step_count != device_step) return;  // another step overwrote it: no logits
+    logits.resize(size_t(n_vocab));
+    engine->backend->read(device_logits, logits.data());
+  }
+
+  // generate's append of a sampled token when the next draw needs only the row's n largest logits.
+  void append_sampled_top_k(int32_t token, int32_t n) {
+    Engine::Impl& e = *engine;
+    reused = 0;
+    logits.clear();
+    embeddings.clear();
+    logits_on_device = false;
+    throw_if_cancelled();
+    const int32_t one[] = {token};
+    Engine::Impl::SeqInput in{seq_id, one, false};
+    device_logits = e.step_top_k({&in, 1}, n, top_values, top_ids, e.options.embeddings ? &embeddings : nullptr);
+    device_step = e.step_count;
+    logits_on_device = true;
+    history.push_back(token);
+    publish_to_cache();
+  }
 
   ~Impl() {
     if (seq_id >= 0) engine->sequences->release(seq_id);
@@ -152,6 +185,7 @@ void Session::append(std::span<const int32_t> tokens, bool all_logits) {
   Engine::Impl& e = *impl_->engine;
   impl_->reused = 0;
   impl_->logits.clear();
+  impl_->logits_on_device = false;
   impl_->embeddings.clear();
   if (!all_logits) tokens = impl_->resume_from_cache(tokens);
 
@@ -216,9 +250,13 @@ void Session::append_text(std::string_view text, bool parse_special) {
   append(ids);
 }
 
-std::span<const float> Session::logits() const { return impl_->logits; }
+std::span<const float> Session::logits() const {
+  impl_->fetch_logits();
+  return impl_->logits;
+}
 
 std::span<const float> Session::last_logits() const {
+  impl_->fetch_logits();
   if (impl_->logits.empty()) return {};
   return std::span<const float>(impl_->logits).last(size_t(impl_->n_vocab));
 }
@@ -237,6 +275,7 @@ void Session::reset() {
   e.backend->clear_conv_slot(impl_->state().conv_slot);
   impl_->history.clear();
   impl_->logits.clear();
+  impl_->logits_on_device = false;
   impl_->embeddings.clear();
   impl_->reused = 0;
   impl_->shifted = false;
@@ -245,6 +284,7 @@ void Session::reset() {
 
 std::unique_ptr<Session> Session::fork() {
   Engine::Impl& e = *impl_->engine;
+  impl_->fetch_logits();
   runtime::SequenceState& child = e.sequences->fork(impl_->seq_id);
   e.backend->copy_conv_slot(impl_->state().conv_slot, child.conv_slot);
   auto impl = std::make_unique<Impl>();
@@ -260,6 +300,7 @@ std::unique_ptr<Session> Session::fork() {
 }
 
 FinishReason Session::generate(const GenerateOptions& options, const TokenCallback& on_token) {
+  impl_->fetch_logits();
   if (impl_->logits.empty())
     throw Error(ErrorCode::InvalidArgument, "generate: append a prompt first");
   Engine::Impl& e = *impl_->engine;
@@ -285,6 +326,22 @@ FinishReason Session::generate(const GenerateOptions& options, const TokenCallba
   std::optional<GrammarMatcher> grammar;
   if (!options.grammar.empty())
     grammar.emplace(std::make_shared<const Grammar>(Grammar::parse(options.grammar)), e.get_grammar_vocab());
+  // Sampling from the row's largest logits only (read by Backend::top_k_rows, so a GPU does not move
+  // the whole row) where Sampler::sample_top draws exactly what the full row would: not with a
+  // grammar (it masks the full row) nor with log-probabilities over the full row.
+  const bool top_k_path = e.sample_from_top_k && !grammar && !(params.n_probs > 0 && options.on_logprobs);
+  // The session keeps its last token's full logits whatever way generate ends (the normal ends fetch
+  // them below; on an exception, without a second one).
+  struct FetchLogitsAtEnd {
+    Session::Impl& impl;
+    ~FetchLogitsAtEnd() {
+      try {
+        impl.fetch_logits();
+      } catch (...) {
+        impl.logits.clear();
+      }
+    }
+  } fetch_logits_at_end{*impl_};
   std::vector<float> masked;
   auto draw = [&](std::span<const float> logits) {
     if (params.n_probs <= 0 || !options.on_logprobs) return sampler.sample(logits);
@@ -295,6 +352,7 @@ FinishReason Session::generate(const GenerateOptions& options, const TokenCallba
   // Text still held back (an incomplete UTF-8 tail, the start of a possible stop string) is handed
   // over with token -1 at the end.
   auto finish = [&](FinishReason reason) {
+    impl_->fetch_logits();
     std::string rest = stops.stopped() ? std::string() : stops.push(detok.flush()).text;
     if (!stops.stopped()) rest += stops.flush();
     if (!rest.empty()) on_token(-1, rest);
@@ -309,20 +367,30 @@ FinishReason Session::generate(const GenerateOptions& options, const TokenCallba
       grammar->mask(masked);
       token = draw(masked);
       grammar->accept_token(token);
+    } else if (impl_->logits_on_device) {
+      token = sampler.sample_top(impl_->top_values, impl_->top_ids);
+      if (token < 0) token = draw(last_logits());  // all of them banned: the full row decides
     } else {
       token = draw(last_logits());
     }
     if (e.tokenizer->is_eog(token)) return finish(FinishReason::EndOfGeneration);
     const StopStringFilter::Out out = stops.push(detok.push(token));
     if (!on_token(token, out.text)) return finish(FinishReason::Cancelled);
-    if (out.stopped) return FinishReason::StopString;
+    if (out.stopped) {
+      impl_->fetch_logits();
+      return FinishReason::StopString;
+    }
     if (position() + 1 > e.options.n_ctx) {
       if (!options.context_shift) return finish(FinishReason::Length);
       impl_->shift_context(options.n_keep);
     }
     const int32_t one[] = {token};
     try {
-      append(one);
+      const int32_t n_top = top_k_path ? sampler.top_candidates_needed() : 0;
+      if (n_top > 0 && n_top <= Backend::kMaxTopK && n_top < impl_->n_vocab)
+        impl_->append_sampled_top_k(token, n_top);
+      else
+        append(one);
       if (chat) {
         if (e.tokenizer->is_control(token)) chat.reset();  // its text is not what a template writes
         else *chat += e.tokenizer->token_to_piece(token);

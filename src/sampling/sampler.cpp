@@ -13,6 +13,15 @@ int32_t argmax(std::span<const float> logits) {
 
 static bool by_logit_desc(const Candidate& a, const Candidate& b) { return a.logit > b.logit; }
 
+// A strict total order: the larger logit first, the smaller id on ties (what a stable sort of a list
+// in id order gives, and Backend::top_k_rows' order), NaN after every number (so the sort stays
+// well-defined on broken logits).
+static bool by_logit_then_id(const Candidate& a, const Candidate& b) {
+  const bool an = std::isnan(a.logit), bn = std::isnan(b.logit);
+  if (an || bn) return an != bn ? bn : a.id < b.id;
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
 void sort_candidates(std::vector<Candidate>& c) { std::stable_sort(c.begin(), c.end(), by_logit_desc); }
 
 void softmax(std::vector<Candidate>& c) {
@@ -155,28 +164,37 @@ int32_t Sampler::run_chain(std::span<const float> logits) {
   candidates_.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) candidates_[i] = {int32_t(i), logits[i], 0.f};
   if (candidates_.empty()) return -1;
+  adjust_candidates();
+  drop_banned(candidates_);
+  return finish_chain();
+}
+
+void Sampler::adjust_candidates() {
   if (!params_.logit_bias.empty()) apply_logit_bias(candidates_, params_.logit_bias);
   if (params_.repeat_last_n != 0 && !history_.empty()) {
     history_flat_.assign(history_.begin(), history_.end());
     apply_penalties(candidates_, history_flat_, params_.repeat_penalty, params_.frequency_penalty,
                     params_.presence_penalty);
   }
-  drop_banned(candidates_);
+}
+
+int32_t Sampler::finish_chain() {
   if (params_.temperature <= 0.f) {
     // Greedy: llama.cpp's temperature stage keeps only the (first) maximum; the filters before it
     // never remove the maximum, so they are skipped.
     size_t best = 0;
     for (size_t i = 1; i < candidates_.size(); ++i)
-      if (candidates_[i].logit > candidates_[best].logit) best = i;
+      if (by_logit_then_id(candidates_[i], candidates_[best])) best = i;
     candidates_ = {{candidates_[best].id, candidates_[best].logit, 1.f}};
     return candidates_[0].id;
   }
-  // top-k first on the unsorted list keeps the sort cheap for 65k–150k vocabularies.
+  // top-k first on the unsorted list keeps the sort cheap for 65k–150k vocabularies. Ties go to the
+  // smaller id, so the kept set never depends on the library or on the list's order.
   if (params_.top_k > 0 && size_t(params_.top_k) < candidates_.size()) {
-    std::partial_sort(candidates_.begin(), candidates_.begin() + params_.top_k, candidates_.end(), by_logit_desc);
+    std::partial_sort(candidates_.begin(), candidates_.begin() + params_.top_k, candidates_.end(), by_logit_then_id);
     candidates_.resize(size_t(params_.top_k));
   } else {
-    sort_candidates(candidates_);
+    std::sort(candidates_.begin(), candidates_.end(), by_logit_then_id);
   }
   apply_typical(candidates_, params_.typical_p);
   apply_top_p(candidates_, params_.top_p);
@@ -191,6 +209,51 @@ int32_t Sampler::run_chain(std::span<const float> logits) {
     if (r < cum) return x.id;
   }
   return candidates_.back().id;
+}
+
+int32_t Sampler::top_candidates_needed() const {
+  int64_t n = params_.temperature <= 0.f ? 1 : params_.top_k;
+  if (n <= 0) return 0;  // top-k off: every token may be drawn
+  for (const auto& [id, b] : params_.logit_bias) {
+    if (!(b <= 0.f)) return 0;  // raises a logit (or is NaN)
+    if (b < 0.f) ++n;
+  }
+  const float repeat = params_.repeat_penalty, frequency = params_.frequency_penalty,
+              presence = params_.presence_penalty;
+  if (params_.repeat_last_n != 0 && !history_.empty() && !(repeat == 1.f && frequency == 0.f && presence == 0.f)) {
+    // Dividing a positive logit by repeat ≥ 1, multiplying a non-positive one by it and subtracting
+    // non-negative amounts never raise a logit (rounding is monotone); infinities could make NaN.
+    if (!(repeat >= 1.f && frequency >= 0.f && presence >= 0.f) || std::isinf(repeat) || std::isinf(frequency) ||
+        std::isinf(presence))
+      return 0;
+    std::vector<int32_t> seen(history_.begin(), history_.end());
+    std::sort(seen.begin(), seen.end());
+    n += std::unique(seen.begin(), seen.end()) - seen.begin();
+  }
+  return int32_t(std::min<int64_t>(n, std::numeric_limits<int32_t>::max()));
+}
+
+int32_t Sampler::sample_top(std::span<const float> values, std::span<const int32_t> ids) {
+  // Why this equals run_chain on the full row (without NaN): let K be top_k (1 when greedy) and A
+  // the adjusted tokens. At least K of the given tokens are not in A, so they keep their logits; a
+  // token y not given has a raw logit ≤ theirs (equal only with a larger id), and bias and
+  // penalties only lower it, so y ranks below those K by (logit, id) and is never in the full row's
+  // top K, unless they are -inf, when y is -inf too and drop_banned removes it on both paths. The
+  // top K are then the same list in the same order, and the rest of the chain sees nothing else.
+  candidates_.clear();
+  for (size_t i = 0; i < values.size() && i < ids.size(); ++i)
+    if (ids[i] >= 0) candidates_.push_back({ids[i], values[i], 0.f});
+  adjust_candidates();
+  const float ninf = -std::numeric_limits<float>::infinity();
+  if (std::all_of(candidates_.begin(), candidates_.end(), [&](const Candidate& c) { return c.logit == ninf; })) {
+    // Everything given is banned, so is the whole row: drop_banned keeps the full list then.
+    candidates_.clear();
+    return -1;
+  }
+  drop_banned(candidates_);
+  const int32_t id = finish_chain();
+  accept(id);
+  return id;
 }
 
 int32_t Sampler::sample(std::span<const float> logits) {

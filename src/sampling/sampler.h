@@ -46,6 +46,24 @@ class Sampler {
   int32_t sample(std::span<const float> logits);
   // Same draw (same random stream), plus log-probabilities as params.n_probs asks.
   SampledToken sample_with_probs(std::span<const float> logits);
+
+  // Sampling from a row's largest logits only (Backend::top_k_rows), when that draws exactly what
+  // sample() on the full row draws. The full row's top-k (1 when greedy) under bias and penalties
+  // is always among its top_k + m raw largest logits, where m counts the tokens bias and penalties
+  // lower; one they could raise (a positive bias, repeat < 1, a negative frequency or presence
+  // penalty) may come from anywhere. Log-probabilities over the full row and grammars are the
+  // caller's to exclude.
+  //
+  // How many of the row's largest logits the next draw needs: top_k (1 when greedy) plus the
+  // tokens with a negative bias or in the penalty history; 0 when it needs the full row (top-k off
+  // while sampling, or an adjustment that can raise a logit).
+  int32_t top_candidates_needed() const;
+  // sample() from the row's n largest logits in Backend::top_k_rows' form (value descending, the
+  // smaller id first on ties; id -1 past the row's non-NaN values), n ≥ top_candidates_needed():
+  // the same token, random draw, last_candidates() and history as sample() on the full row (for
+  // rows without NaN). Returns -1, drawing nothing and recording nothing, when they cannot decide
+  // (bias and penalties leave none of them above -inf): then call sample() with the full row.
+  int32_t sample_top(std::span<const float> values, std::span<const int32_t> ids);
   // Records a token the sampler did not draw itself (prompt tokens, a forced token) in the penalty
   // history, as llama.cpp's common_sampler_accept does.
   void accept(int32_t token);
@@ -57,6 +75,11 @@ class Sampler {
 
  private:
   int32_t run_chain(std::span<const float> logits);
+  // Bias and penalties on candidates_ (any order), then drop_banned.
+  void adjust_candidates();
+  // The chain after adjust_candidates: greedy, or top-k → typical → top-p → min-p → temperature
+  // and the draw. Needs only the candidates that can make the top-k (ties: the smaller id first).
+  int32_t finish_chain();
 
   SamplingParams params_;
   uint64_t seed_;

@@ -9,6 +9,7 @@
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/ops.h"
 #include "backend/cpu/thread_pool.h"
+#include "backend/cpu/top_k.h"
 #include "cera/error.h"
 
 namespace cera {
@@ -94,6 +95,15 @@ class CpuBackend final : public Backend {
       const float* row = t.row(r);
       host[r] = int32_t(std::max_element(row, row + t.cols) - row);
     }
+  }
+
+  void top_k_rows(const Tensor& t, int32_t k, float* host_values, int32_t* host_ids) override {
+    cpu::check_top_k(t, k);
+    pool_.parallel_for(t.rows, 1, [&](int64_t r0, int64_t r1) {
+      std::vector<int32_t> scratch;
+      for (int64_t r = r0; r < r1; ++r)
+        cpu::top_k_row(t.row(r), t.cols, k, host_values + r * k, host_ids + r * k, scratch);
+    });
   }
 
   void embed(const Tensor& table, Tensor out) override {
