@@ -111,6 +111,15 @@ class Backend {
   // host[r] = the column of row r's largest value (the first on ties), for every row of `t`: greedy
   // decoding without moving rows × n_vocab logits to the host. Ends the step like read().
   virtual void argmax_rows(const Tensor& t, int32_t* host) = 0;
+  // The largest k top_k_rows takes.
+  static constexpr int32_t kMaxTopK = 1024;
+  // For every row r of `t` (F32): its k largest values by value descending, ties broken by the
+  // smaller column, NaN never selected (-inf is a value like any other), in host_values[r·k + i] and
+  // their columns in host_ids[r·k + i], i < k; a row with fewer than k non-NaN values fills the rest
+  // with id -1 and value NaN. Sampling with top-k reads these instead of rows × n_vocab logits. The
+  // values are the row's own, so every backend gives identical results. Throws
+  // Error(InvalidArgument) unless 1 ≤ k ≤ min(cols, kMaxTopK). Ends the step like read().
+  virtual void top_k_rows(const Tensor& t, int32_t k, float* host_values, int32_t* host_ids) = 0;
 
   // ---- ops (all on the current step's T rows unless the tensor says fewer)
   // out[t] = table row tokens[t] (dequantized).
@@ -147,6 +156,36 @@ class Backend {
                         int32_t delta, const AttentionParams& attn, const RopeParams* rope) = 0;
   // out[i] = x[output_rows[i]]: picks the rows whose logits are wanted.
   virtual void gather_output_rows(const Tensor& x, Tensor out) = 0;
+
+  // ---- fused ops: what every layer does around its matrix products, as one call. The defaults run
+  // the plain ops above (the reference); a backend overrides them to save a decode step's small
+  // kernels (CUDA folds the norm into the product's prologue and the rest into its epilogue).
+  //
+  // ys[i] = (rms_norm(x) ⊙ norm_w) · ws[i]ᵀ. `normed` ([T, cols(x)]) is scratch: it may or may not
+  // receive the normalised rows.
+  virtual void rms_norm_matmul(const Tensor& x, const Tensor& norm_w, float eps, Tensor normed,
+                               std::span<const Tensor> ws, std::span<Tensor> ys) {
+    rms_norm(x, norm_w, eps, normed);
+    matmul(normed, ws, ys);
+  }
+  // The SwiGLU feed-forward's first half: h = rms_norm(x) ⊙ norm_w; out = silu(h·gateᵀ) ⊙ (h·upᵀ).
+  // `normed` [T, cols(x)] and `gate_up` [T, 2F] (gate columns then up columns) are scratch.
+  virtual void rms_norm_swiglu(const Tensor& x, const Tensor& norm_w, float eps, Tensor normed, const Tensor& gate,
+                               const Tensor& up, Tensor gate_up, Tensor out) {
+    rms_norm(x, norm_w, eps, normed);
+    const int64_t F = gate.rows;
+    Tensor g = gate_up.cols_slice(0, F), u = gate_up.cols_slice(F, F);
+    const Tensor ws[] = {gate, up};
+    Tensor ys[] = {g, u};
+    matmul(normed, ws, ys);
+    swiglu(g, u, out);
+  }
+  // x += s · (a · wᵀ): a residual branch's output projection. `product` [T, rows(w)] is scratch.
+  virtual void matmul_add(const Tensor& a, const Tensor& w, float s, Tensor product, Tensor x) {
+    matmul(a, w, product);
+    if (s != 1.f) scale(product, s);
+    add(x, product);
+  }
 };
 
 }  // namespace cera

@@ -198,20 +198,25 @@ class DenseModel final : public Model {
       if (bias) be.add_bias(y, *bias);
     };
     // granite scales each branch output before it joins the residual stream.
-    auto scale_branch = [&](Tensor y) {
-      if (cfg_.residual_scale != 0.f) be.scale(y, cfg_.residual_scale);
+    const float branch_scale = cfg_.residual_scale != 0.f ? cfg_.residual_scale : 1.f;
+    // x += branch_scale · (in · wᵀ + bias): fused unless there is a bias to add first.
+    auto project_into_residual = [&](const Tensor& in, const Tensor& w, const std::optional<Tensor>& bias) {
+      if (!bias) return be.matmul_add(in, w, branch_scale, o, x);
+      be.matmul(in, w, o);
+      be.add_bias(o, *bias);
+      if (branch_scale != 1.f) be.scale(o, branch_scale);
+      be.add(x, o);
     };
 
     be.embed(tok_embd_, x);
     if (cfg_.embedding_scale != 0.f) be.scale(x, cfg_.embedding_scale);
-    be.rms_norm(x, layers_[0].attn_norm, eps, h);
     for (size_t i = 0; i < layers_.size(); ++i) {
       const Layer& L = layers_[i];
       ap.n_head_kv = hp_.n_head_kv[i];
       {
         const Tensor ws[] = {L.wq, L.wk, L.wv};
         Tensor ys[] = {q, k, v};
-        be.matmul(h, ws, ys);
+        be.rms_norm_matmul(x, L.attn_norm, eps, h, ws, ys);
       }
       add_bias(q, L.bq);  // qwen2: biases before RoPE
       add_bias(k, L.bk);
@@ -220,29 +225,22 @@ class DenseModel final : public Model {
       const Tensor* kn = L.k_norm ? &*L.k_norm : nullptr;
       if (qn || rope.n_rot > 0) be.qk_norm_rope(q, k, qn, kn, eps, ap, rope);
       be.attention(int32_t(i), q, k, v, a, ap);
-      be.matmul(a, L.wo, o);
-      add_bias(o, L.bo);
-      scale_branch(o);
-      be.add_rms_norm(x, o, L.ffn_norm, eps, h);
+      project_into_residual(a, L.wo, L.bo);
 
       const int64_t F = hp_.n_ff[i];
-      Tensor g = ffn_.first_rows(T).cols_slice(0, F), u = ffn_.first_rows(T).cols_slice(F, F);
-      {
+      Tensor gu = ffn_.first_rows(T).cols_slice(0, 2 * F);
+      Tensor g = gu.cols_slice(0, F), u = gu.cols_slice(F, F);
+      if (L.b_gate || L.b_up) {
         const Tensor ws[] = {L.ffn_gate, L.ffn_up};
         Tensor ys[] = {g, u};
-        be.matmul(h, ws, ys);
-      }
-      add_bias(g, L.b_gate);
-      add_bias(u, L.b_up);
-      be.swiglu(g, u, g);
-      be.matmul(g, L.ffn_down, o);
-      add_bias(o, L.b_down);
-      scale_branch(o);
-      if (i + 1 < layers_.size()) {
-        be.add_rms_norm(x, o, layers_[i + 1].attn_norm, eps, h);
+        be.rms_norm_matmul(x, L.ffn_norm, eps, h, ws, ys);
+        add_bias(g, L.b_gate);
+        add_bias(u, L.b_up);
+        be.swiglu(g, u, g);
       } else {
-        be.add(x, o);
+        be.rms_norm_swiglu(x, L.ffn_norm, eps, h, L.ffn_gate, L.ffn_up, gu, g);
       }
+      project_into_residual(g, L.ffn_down, L.b_down);
     }
     Tensor rows = out_rows_.first_rows(n_out);
     be.gather_output_rows(x, rows);

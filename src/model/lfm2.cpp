@@ -125,16 +125,17 @@ class Lfm2Model final : public Model {
     ap.scale = 1.f / std::sqrt(float(hp_.head_dim));
     const RopeParams rope = rope_params();
 
+    // Each layer: x += mixer(norm(x)); x += ffn(norm(x)). The norms and residual adds ride on the
+    // matrix products (Backend's fused ops).
     be.embed(tok_embd_, x);
-    be.rms_norm(x, layers_[0].attn_norm, eps, h);
     for (size_t i = 0; i < layers_.size(); ++i) {
       const Layer& L = layers_[i];
       if (L.is_conv) {
         Tensor bcx = bcx_.first_rows(T);
-        be.matmul(h, L.in_proj, bcx);
+        be.rms_norm_matmul(x, L.attn_norm, eps, h, {&L.in_proj, 1}, {&bcx, 1});
         Tensor y = attn_.first_rows(T).cols_slice(0, D);
         be.short_conv(L.state_index, bcx, L.conv, y);
-        be.matmul(y, L.out_proj, o);
+        be.matmul_add(y, L.out_proj, 1.f, o, x);
       } else {
         ap.n_head_kv = hp_.n_head_kv[i];
         const int64_t qd = int64_t(hp_.n_head) * hp_.head_dim;
@@ -142,25 +143,15 @@ class Lfm2Model final : public Model {
         Tensor q = qkv.cols_slice(0, qd), k = qkv.cols_slice(qd, kv_dim_), v = qkv.cols_slice(qd + kv_dim_, kv_dim_);
         const Tensor ws[] = {L.wq, L.wk, L.wv};
         Tensor ys[] = {q, k, v};
-        be.matmul(h, ws, ys);
+        be.rms_norm_matmul(x, L.attn_norm, eps, h, ws, ys);
         be.qk_norm_rope(q, k, &L.q_norm, &L.k_norm, eps, ap, rope);
         be.attention(L.state_index, q, k, v, a, ap);
-        be.matmul(a, L.wo, o);
+        be.matmul_add(a, L.wo, 1.f, o, x);
       }
-      // x += mixer output; then the FFN on its norm.
-      be.add_rms_norm(x, o, L.ffn_norm, eps, h);
       const int64_t F = hp_.n_ff[i];
-      Tensor g = ffn_.first_rows(T).cols_slice(0, F), u = ffn_.first_rows(T).cols_slice(F, F);
-      const Tensor ws[] = {L.ffn_gate, L.ffn_up};
-      Tensor ys[] = {g, u};
-      be.matmul(h, ws, ys);
-      be.swiglu(g, u, g);
-      be.matmul(g, L.ffn_down, o);
-      if (i + 1 < layers_.size()) {
-        be.add_rms_norm(x, o, layers_[i + 1].attn_norm, eps, h);
-      } else {
-        be.add(x, o);
-      }
+      Tensor gu = ffn_.first_rows(T).cols_slice(0, 2 * F), g = gu.cols_slice(0, F);
+      be.rms_norm_swiglu(x, L.ffn_norm, eps, h, L.ffn_gate, L.ffn_up, gu, g);
+      be.matmul_add(g, L.ffn_down, 1.f, o, x);
     }
     Tensor rows = out_rows_.first_rows(n_out);
     be.gather_output_rows(x, rows);

@@ -16,6 +16,8 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "format/ggml_type.h"
+#include "format/quant.h"
 #include "cuda_test_support.h"
 
 namespace cera {
@@ -90,6 +92,92 @@ StepInputs make_step(const std::vector<Seq>& seqs, std::vector<int32_t>& tokens,
   }
   return {tokens, positions, ss, out_rows};
 }
+
+// The fused ops (rms_norm_matmul, rms_norm_swiglu, matmul_add) against their plain-op definitions
+// (Backend's defaults) run on the same CUDA backend: the same weight kernels either way, so the only
+// difference is where the norm is rounded (≤ a few ulp per activation) — a wrong row pairing, a
+// missed norm or a lost residual shows up as O(0.1..1). With F32 weights the CPU backend's defaults
+// are checked too. Decode sizes (1, 2 rows: fused matvec) and a GEMM size (6 rows).
+using FusedCase = std::tuple<GgmlType, int64_t>;
+class CudaFused : public ::testing::TestWithParam<FusedCase> {};
+
+TEST_P(CudaFused, FusedOpsMatchPlainOps) {
+  CERA_REQUIRE_CUDA();
+  const auto [type, R] = GetParam();
+  auto cpu = make_cpu_backend({2});
+  CudaBackendOptions o;
+  o.use_graphs = false;
+  auto gpu = make_cuda_backend(o);
+  const int64_t D = 512, F = 768, Q = 384, KV = 128;  // k of every product a multiple of 256
+  std::deque<std::vector<uint8_t>> kept;            // weights used in place by the CPU backend
+  auto weight = [&](Backend& be, int64_t rows, int64_t cols, uint32_t seed) {
+    const auto v = random_floats(size_t(rows * cols), seed, -0.1f, 0.1f);
+    const size_t row_bytes = ggml_row_bytes(type, cols);
+    std::vector<uint8_t>& bytes = kept.emplace_back(row_bytes * size_t(rows));
+    for (int64_t r = 0; r < rows; ++r) quant::quantize_row_ref(type, v.data() + r * cols, bytes.data() + r * row_bytes, cols);
+    return be.upload_weight(type, rows, cols, bytes.data());
+  };
+  struct Net {
+    Tensor wq, wk, wv, gate, up, down, attn_norm, ffn_norm;
+    Tensor x, h, qkv, gu, out, prod;
+  };
+  auto make = [&](Backend& be) {
+    Net n;
+    // Uploaded in this order, so q|k|v and gate|up are adjacent (the fused paths need that).
+    n.wq = weight(be, Q, D, 11), n.wk = weight(be, KV, D, 12), n.wv = weight(be, KV, D, 13);
+    n.gate = weight(be, F, D, 14), n.up = weight(be, F, D, 15), n.down = weight(be, D, F, 16);
+    n.attn_norm = be.alloc(1, D), n.ffn_norm = be.alloc(1, D);
+    write(be, n.attn_norm, random_floats(size_t(D), 21, 0.5f, 1.5f));
+    write(be, n.ffn_norm, random_floats(size_t(D), 22, 0.5f, 1.5f));
+    n.x = be.alloc(R, D), n.h = be.alloc(R, D), n.qkv = be.alloc(R, Q + 2 * KV), n.gu = be.alloc(R, 2 * F);
+    n.out = be.alloc(R, F), n.prod = be.alloc(R, D);
+    write(be, n.x, random_floats(size_t(R * D), 23, -2.f, 2.f));
+    return n;
+  };
+  std::vector<int32_t> tokens, positions, rows;
+  std::vector<StepSequence> ss;
+  const StepInputs in = make_step({{int32_t(R), 0, {}, -1}}, tokens, positions, ss, rows);
+  // Runs the three ops, fused (the backend's overrides) or plain (Backend's defaults).
+  auto run = [&](Backend& be, Net& n, bool fused) {
+    be.set_step(in);
+    Tensor qkv = n.qkv;
+    Tensor ys[] = {qkv.cols_slice(0, Q), qkv.cols_slice(Q, KV), qkv.cols_slice(Q + KV, KV)};
+    const Tensor ws[] = {n.wq, n.wk, n.wv};
+    if (fused) {
+      be.rms_norm_matmul(n.x, n.attn_norm, 1e-5f, n.h, ws, ys);
+      be.rms_norm_swiglu(n.x, n.ffn_norm, 1e-5f, n.h, n.gate, n.up, n.gu, n.out);
+      be.matmul_add(n.out, n.down, 0.75f, n.prod, n.x);
+    } else {
+      be.Backend::rms_norm_matmul(n.x, n.attn_norm, 1e-5f, n.h, ws, ys);
+      be.Backend::rms_norm_swiglu(n.x, n.ffn_norm, 1e-5f, n.h, n.gate, n.up, n.gu, n.out);
+      be.Backend::matmul_add(n.out, n.down, 0.75f, n.prod, n.x);
+    }
+    return std::tuple{read(be, n.qkv), read(be, n.out), read(be, n.x)};
+  };
+  Net fused_net = make(*gpu), plain_net = make(*gpu);
+  const auto [q1, o1, x1] = run(*gpu, fused_net, true);
+  const auto [q2, o2, x2] = run(*gpu, plain_net, false);
+  EXPECT_LE(rel_diff(q1, q2), 2e-6) << "rms_norm_matmul (q|k|v)";
+  EXPECT_LE(rel_diff(o1, o2), 2e-6) << "rms_norm_swiglu";
+  EXPECT_LE(rel_diff(x1, x2), 2e-6) << "matmul_add";
+  if (type == GgmlType::F32) {
+    Net cpu_net = make(*cpu);
+    const auto [q3, o3, x3] = run(*cpu, cpu_net, false);
+    // Different summation orders (k ≤ 768): a few 1e-7 expected.
+    EXPECT_LE(rel_diff(q1, q3), 1e-5) << "rms_norm_matmul vs CPU";
+    EXPECT_LE(rel_diff(o1, o3), 1e-5) << "rms_norm_swiglu vs CPU";
+    EXPECT_LE(rel_diff(x1, x3), 1e-5) << "matmul_add vs CPU";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(TypesAndRows, CudaFused,
+                         ::testing::Combine(::testing::Values(GgmlType::F32, GgmlType::BF16, GgmlType::Q4_0,
+                                                              GgmlType::Q8_0, GgmlType::Q6_K),
+                                            ::testing::Values(int64_t(1), int64_t(2), int64_t(6))),
+                         [](const auto& info) {
+                           return std::string(ggml_type_name(std::get<0>(info.param))) + "_rows" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
 
 class CudaNorms : public ::testing::TestWithParam<int64_t> {};
 

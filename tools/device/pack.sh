@@ -5,7 +5,8 @@ cd "$(dirname "$0")/../.."
 part=${1:-lfm2}
 fx=${CERA_FIXTURES:-../shared/fixtures}
 rm -rf .device && mkdir -p .device/bin .device/lib .device/fixtures/models .device/tools
-for b in build/cera build/cera-synth build/tests/test_backend_cuda; do
+bd=${CERA_BUILD:-build}  # the build folder to take the binaries from
+for b in $bd/cera $bd/cera-synth $bd/tests/test_backend_cuda; do
   strip -o ".device/bin/$(basename "$b")" "$b"
   xz -T2 -6 ".device/bin/$(basename "$b")"
 done

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/pdl.h"
 #include "backend/cuda/ops.h"
 #include "cera/error.h"
 
@@ -19,6 +20,8 @@ __device__ inline float* k_at(const KvLayer& kv, const int32_t* table, int32_t p
 }
 
 __global__ void store_kv_kernel(KvLayer kv, StepView step, const float* k, int64_t ks, const float* v, int64_t vs) {
+  pdl_launch_dependents();
+  pdl_wait();  // pdl.h: nothing above reads inputs or writes
   const int32_t t = blockIdx.x;
   const DeviceSeq sq = step.seqs[step.token_seq[t]];
   const int32_t pos = sq.n_past + (t - sq.first_token);
@@ -42,6 +45,8 @@ __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(KvLayer kv, St
                                                                   int64_t qs, float* out, int64_t os,
                                                                   AttentionShape sh, int32_t group,
                                                                   int32_t row_chunks) {
+  pdl_launch_dependents();
+  pdl_wait();  // pdl.h: nothing above reads inputs or writes
   constexpr int E = kMaxHd / 4;
   constexpr int KT = kMaxHd <= 128 ? 32 : 16;  // keys per shared-memory tile
   __shared__ float ks[KT][kMaxHd + 1];         // +1: rows land in different banks
@@ -132,6 +137,8 @@ template <int kMaxHd>
 __global__ void __launch_bounds__(kDecodeWarps * 32) decode_kernel(KvLayer kv, StepView step, const float* q,
                                                                    int64_t qs, AttentionShape sh, int32_t group,
                                                                    int32_t head_chunks, float* partial) {
+  pdl_launch_dependents();
+  pdl_wait();  // pdl.h: nothing above reads inputs or writes
   constexpr int E = kMaxHd / 32;
   __shared__ float sm_m[kDecodeWarps][kDecodeHeads], sm_l[kDecodeWarps][kDecodeHeads];
   __shared__ float sm_o[kDecodeWarps][kDecodeHeads][kMaxHd];
@@ -230,6 +237,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_kernel(KvLayer kv, S
 
 // grid (T, n_head), one warp: merges the splits of one (token, head).
 __global__ void decode_combine_kernel(const float* partial, float* out, int64_t os, int32_t n_head, int32_t hd) {
+  pdl_launch_dependents();
+  pdl_wait();  // pdl.h: nothing above reads inputs or writes
   const int32_t t = blockIdx.x, h = blockIdx.y;
   const int32_t stride = hd + 2;
   const float* p = partial + (int64_t(t) * n_head + h) * kDecodeSplits * stride;
@@ -250,6 +259,8 @@ __global__ void decode_combine_kernel(const float* partial, float* out, int64_t 
 __global__ void shift_gather_kernel(KvLayer kv, const int32_t* blocks, int32_t first, int32_t n_head_kv,
                                     int32_t hd, const float* rc, const float* rs, int32_t n_rot, bool neox,
                                     float* scratch) {
+  pdl_launch_dependents();
+  pdl_wait();  // pdl.h: nothing above reads inputs or writes
   const int32_t i = blockIdx.x;  // i-th moved position
   const int32_t p = first + i;
   const float* kp = k_at(kv, blocks, p);
@@ -275,6 +286,8 @@ __global__ void shift_gather_kernel(KvLayer kv, const int32_t* blocks, int32_t f
 
 __global__ void shift_scatter_kernel(KvLayer kv, const int32_t* blocks, int32_t first, int32_t delta,
                                      const float* scratch) {
+  pdl_launch_dependents();
+  pdl_wait();  // pdl.h: nothing above reads inputs or writes
   const int32_t i = blockIdx.x;
   const int32_t q = first + i - delta;
   float* kd = k_at(kv, blocks, q);
@@ -286,11 +299,17 @@ __global__ void shift_scatter_kernel(KvLayer kv, const int32_t* blocks, int32_t 
   }
 }
 
-// CERA_CUDA_ATTENTION=simt keeps prefill on the SIMT kernel (for comparison). Read per call, so
-// a test can switch it between backends; a getenv per layer is noise next to the kernel.
-bool simt_forced() {
+// CERA_CUDA_ATTENTION picks the prefill kernel whatever the backend asked for (for comparison):
+// simt (the SIMT kernel), tf32 (3xTF32 tensor cores) or f16; unset or anything else: no override.
+// Read per call, so a test can switch it between backends; a getenv per layer is noise next to the kernel.
+enum class PrefillOverride { None, Simt, Tf32, F16 };
+PrefillOverride prefill_override() {
   const char* e = std::getenv("CERA_CUDA_ATTENTION");
-  return e && std::strcmp(e, "simt") == 0;
+  if (!e) return PrefillOverride::None;
+  if (std::strcmp(e, "simt") == 0) return PrefillOverride::Simt;
+  if (std::strcmp(e, "tf32") == 0) return PrefillOverride::Tf32;
+  if (std::strcmp(e, "f16") == 0) return PrefillOverride::F16;
+  return PrefillOverride::None;
 }
 
 int head_dim_bucket(int32_t hd) {
@@ -305,14 +324,22 @@ int head_dim_bucket(int32_t hd) {
 void store_kv(const KvLayer& kv, const StepView& step, const float* k, int64_t ks, const float* v, int64_t vs,
               int32_t n_tokens, cudaStream_t s) {
   if (n_tokens <= 0) return;
-  store_kv_kernel<<<n_tokens, 128, 0, s>>>(kv, step, k, ks, v, vs);
+  launch_pdl(store_kv_kernel, dim3(n_tokens), dim3(128), 0, s, kv, step, k, ks, v, vs);
   CERA_CUDA_CHECK_LAUNCH();
 }
 
 void attention_prefill(const KvLayer& kv, const StepView& step, int32_t n_tiles, const float* q, int64_t qs,
-                       float* out, int64_t os, const AttentionShape& sh, cudaStream_t s) {
+                       float* out, int64_t os, const AttentionShape& sh, cudaStream_t s,
+                       AttentionPrecision precision) {
   if (n_tiles <= 0) return;
-  if (attention_prefill_tc_supported(sh.head_dim) && !simt_forced()) {
+  const PrefillOverride forced = prefill_override();
+  const bool f16 = forced == PrefillOverride::F16 ||
+                   (forced == PrefillOverride::None && precision == AttentionPrecision::F16);
+  if (forced != PrefillOverride::Simt && f16 && attention_prefill_f16_supported(sh.head_dim)) {
+    attention_prefill_f16(kv, step, n_tiles, q, qs, out, os, sh, s);
+    return;
+  }
+  if (forced != PrefillOverride::Simt && attention_prefill_tc_supported(sh.head_dim)) {
     attention_prefill_tc(kv, step, n_tiles, q, qs, out, os, sh, s);
     return;
   }
@@ -320,9 +347,9 @@ void attention_prefill(const KvLayer& kv, const StepView& step, int32_t n_tiles,
   const int32_t chunks = (kAttentionTileTokens * group + kPrefillRows - 1) / kPrefillRows;
   const dim3 grid(unsigned(n_tiles), unsigned(sh.n_head_kv * chunks));
   switch (head_dim_bucket(sh.head_dim)) {
-    case 64: prefill_kernel<64><<<grid, kPrefillThreads, 0, s>>>(kv, step, q, qs, out, os, sh, group, chunks); break;
-    case 128: prefill_kernel<128><<<grid, kPrefillThreads, 0, s>>>(kv, step, q, qs, out, os, sh, group, chunks); break;
-    default: prefill_kernel<256><<<grid, kPrefillThreads, 0, s>>>(kv, step, q, qs, out, os, sh, group, chunks); break;
+    case 64: launch_pdl(prefill_kernel<64>, dim3(grid), dim3(kPrefillThreads), 0, s, kv, step, q, qs, out, os, sh, group, chunks); break;
+    case 128: launch_pdl(prefill_kernel<128>, dim3(grid), dim3(kPrefillThreads), 0, s, kv, step, q, qs, out, os, sh, group, chunks); break;
+    default: launch_pdl(prefill_kernel<256>, dim3(grid), dim3(kPrefillThreads), 0, s, kv, step, q, qs, out, os, sh, group, chunks); break;
   }
   CERA_CUDA_CHECK_LAUNCH();
 }
@@ -335,12 +362,12 @@ void attention_decode(const KvLayer& kv, const StepView& step, int32_t n_tokens,
   const dim3 grid(unsigned(n_tokens), unsigned(sh.n_head_kv * chunks), kDecodeSplits);
   const int threads = kDecodeWarps * 32;
   switch (head_dim_bucket(sh.head_dim)) {
-    case 64: decode_kernel<64><<<grid, threads, 0, s>>>(kv, step, q, qs, sh, group, chunks, partial); break;
-    case 128: decode_kernel<128><<<grid, threads, 0, s>>>(kv, step, q, qs, sh, group, chunks, partial); break;
-    default: decode_kernel<256><<<grid, threads, 0, s>>>(kv, step, q, qs, sh, group, chunks, partial); break;
+    case 64: launch_pdl(decode_kernel<64>, dim3(grid), dim3(threads), 0, s, kv, step, q, qs, sh, group, chunks, partial); break;
+    case 128: launch_pdl(decode_kernel<128>, dim3(grid), dim3(threads), 0, s, kv, step, q, qs, sh, group, chunks, partial); break;
+    default: launch_pdl(decode_kernel<256>, dim3(grid), dim3(threads), 0, s, kv, step, q, qs, sh, group, chunks, partial); break;
   }
   CERA_CUDA_CHECK_LAUNCH();
-  decode_combine_kernel<<<dim3(unsigned(n_tokens), unsigned(sh.n_head)), 32, 0, s>>>(partial, out, os, sh.n_head,
+  launch_pdl(decode_combine_kernel, dim3(unsigned(n_tokens), unsigned(sh.n_head)), dim3(32), 0, s, partial, out, os, sh.n_head,
                                                                                     sh.head_dim);
   CERA_CUDA_CHECK_LAUNCH();
 }
@@ -349,9 +376,9 @@ void shift_kv(const KvLayer& kv, const int32_t* blocks, int32_t first, int32_t c
               int32_t n_head_kv, int32_t head_dim, const float* rc, const float* rs, int32_t n_rot, bool neox,
               float* scratch, cudaStream_t s) {
   if (count <= 0) return;
-  shift_gather_kernel<<<count, 128, 0, s>>>(kv, blocks, first, n_head_kv, head_dim, rc, rs, n_rot, neox, scratch);
+  launch_pdl(shift_gather_kernel, dim3(count), dim3(128), 0, s, kv, blocks, first, n_head_kv, head_dim, rc, rs, n_rot, neox, scratch);
   CERA_CUDA_CHECK_LAUNCH();
-  shift_scatter_kernel<<<count, 128, 0, s>>>(kv, blocks, first, delta, scratch);
+  launch_pdl(shift_scatter_kernel, dim3(count), dim3(128), 0, s, kv, blocks, first, delta, scratch);
   CERA_CUDA_CHECK_LAUNCH();
 }
 

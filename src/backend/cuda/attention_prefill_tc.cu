@@ -28,6 +28,7 @@
 #include <cstdint>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/pdl.h"
 #include "backend/cuda/ops.h"
 
 namespace cera::cuda {
@@ -91,6 +92,8 @@ __global__ void __launch_bounds__(kTcThreads) prefill_tc_kernel(KvLayer kv, Step
                                                                 int64_t qs, float* out, int64_t os,
                                                                 AttentionShape sh, int32_t group,
                                                                 int32_t row_chunks) {
+  pdl_launch_dependents();
+  pdl_wait();  // pdl.h: nothing above reads inputs or writes
   using L = TcLayout<HD>;
   constexpr int NS = HD / 8;        // k-steps of S over the head dim; n-tiles of O
   constexpr int NK = kTcKeys / 8;   // n-tiles of S over the keys; k-steps of P·V
@@ -305,7 +308,7 @@ void launch(const KvLayer& kv, const StepView& step, int32_t n_tiles, const floa
   constexpr size_t smem = TcLayout<HD>::kSmemBytes;
   // Above the 48 KiB default for HD 128; cheap, and per call so every device gets it.
   CERA_CUDA_CHECK(cudaFuncSetAttribute(prefill_tc_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  prefill_tc_kernel<HD><<<grid, kTcThreads, smem, s>>>(kv, step, q, qs, out, os, sh, group, chunks);
+  launch_pdl(prefill_tc_kernel<HD>, dim3(grid), dim3(kTcThreads), smem, s, kv, step, q, qs, out, os, sh, group, chunks);
   CERA_CUDA_CHECK_LAUNCH();
 }
 

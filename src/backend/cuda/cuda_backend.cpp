@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backend/cpu/ops.h"
+#include "backend/cpu/top_k.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/gemm.h"
@@ -356,6 +357,23 @@ class CudaBackend final : public Backend {
     std::copy_n(argmax_host_.as<int32_t>(), t.rows, host);
   }
 
+  void top_k_rows(const Tensor& t, int32_t k, float* host_values, int32_t* host_ids) override {
+    finish_step();
+    cpu::check_top_k(t, k);
+    const size_t n = size_t(t.rows) * size_t(k);  // values then ids, in one device and one pinned buffer
+    top_k_scratch_.ensure(cuda::top_k_scratch_bytes(rows(t), int32_t(t.cols), k));
+    top_k_dev_.ensure((sizeof(float) + sizeof(int32_t)) * n);
+    top_k_host_.ensure((sizeof(float) + sizeof(int32_t)) * n);
+    float* values = top_k_dev_.as<float>();
+    cuda::top_k_rows(t.f32(), stride(t), rows(t), int32_t(t.cols), k, top_k_scratch_.get(), values,
+                     reinterpret_cast<int32_t*>(values + n), stream_);
+    CERA_CUDA_CHECK(cudaMemcpyAsync(top_k_host_.as<float>(), values, (sizeof(float) + sizeof(int32_t)) * n,
+                                    cudaMemcpyDeviceToHost, stream_));
+    CERA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::copy_n(top_k_host_.as<float>(), n, host_values);
+    std::copy_n(reinterpret_cast<const int32_t*>(top_k_host_.as<float>() + n), n, host_ids);
+  }
+
   // ---- ops
   void embed(const Tensor& table, Tensor out) override {
     for (int32_t id : host_tokens_)
@@ -393,22 +411,47 @@ class CudaBackend final : public Backend {
 
   void matmul(const Tensor& x, std::span<const Tensor> ws, std::span<Tensor> ys) override {
     if (!begin_op(x.rows <= kMatvecRows ? "matmul (matvec)" : "matmul (gemm)")) return;
-    for (size_t i = 0; i < ws.size();) {
-      // Weights adjacent in memory whose outputs are adjacent columns run as one product.
-      Tensor w = ws[i], y = ys[i];
-      size_t j = i + 1;
-      for (; j < ws.size() && follows(w, ws[j]) && output_follows(y, ys[j]); ++j) {
-        w.rows += ws[j].rows;
-        y.cols += ys[j].cols;
-      }
-      i = j;
-      if (x.rows <= kMatvecRows) {
-        cuda::matvec(w.type, w.data, w.rows, w.cols, w.row_bytes, x.f32(), stride(x), rows(x), y.f32(), stride(y),
-                     stream_);
-      } else {
-        if (mode_ == Mode::Eager && gemm_->reserve(x, w)) invalidate_graphs();  // scratch moved
-        gemm_->run(x, w, y);
-      }
+    for_each_product(ws, ys, [&](const Tensor& w, Tensor& y) {
+      if (x.rows <= kMatvecRows) matvec(x, w, y, {});
+      else gemm(x, w, y);
+    });
+  }
+
+  // ---- fused ops: at decode sizes the norm, the SwiGLU and the residual add ride on the matvec;
+  // larger steps run the plain ops (GEMM), with the residual add as the GEMM's beta = 1.
+  void rms_norm_matmul(const Tensor& x, const Tensor& norm_w, float eps, Tensor normed, std::span<const Tensor> ws,
+                       std::span<Tensor> ys) override {
+    if (x.rows > kMatvecRows) return Backend::rms_norm_matmul(x, norm_w, eps, normed, ws, ys);
+    if (!begin_op("matvec (+norm)")) return;
+    cuda::MatvecFusion f;
+    f.norm_w = norm_w.f32();
+    f.norm_eps = eps;
+    for_each_product(ws, ys, [&](const Tensor& w, Tensor& y) { matvec(x, w, y, f); });
+  }
+
+  void rms_norm_swiglu(const Tensor& x, const Tensor& norm_w, float eps, Tensor normed, const Tensor& gate,
+                       const Tensor& up, Tensor gate_up, Tensor out) override {
+    if (x.rows > kMatvecRows || !follows(gate, up) || gate.rows != up.rows)
+      return Backend::rms_norm_swiglu(x, norm_w, eps, normed, gate, up, gate_up, out);
+    if (!begin_op("matvec (+norm, swiglu)")) return;
+    cuda::MatvecFusion f;
+    f.norm_w = norm_w.f32();
+    f.norm_eps = eps;
+    f.out = cuda::MatvecFusion::Out::SwiGLU;
+    Tensor w = gate;
+    w.rows += up.rows;  // [gate; up], adjacent in the weight arena
+    matvec(x, w, out, f);
+  }
+
+  void matmul_add(const Tensor& a, const Tensor& w, float s, Tensor product, Tensor x) override {
+    if (!begin_op(a.rows <= kMatvecRows ? "matvec (+residual)" : "matmul (gemm, +residual)")) return;
+    if (a.rows <= kMatvecRows) {
+      cuda::MatvecFusion f;
+      f.out = cuda::MatvecFusion::Out::Accumulate;
+      f.scale = s;
+      matvec(a, w, x, f);
+    } else {
+      gemm(a, w, x, s, 1.f);
     }
   }
 
@@ -505,6 +548,33 @@ class CudaBackend final : public Backend {
   // rows the matvec was compute-bound (LFM2-1.2B BF16: 2.1k tokens/s at 8 sequences, 0.9k at 1).
   static constexpr int64_t kMatvecRows = 2;
   static_assert(kMatvecRows <= cuda::kMaxMatvecRows);
+
+  // Runs fn(w, y) per product, where weights adjacent in memory whose outputs are adjacent columns
+  // are merged into one product.
+  template <class Fn>
+  static void for_each_product(std::span<const Tensor> ws, std::span<Tensor> ys, Fn&& fn) {
+    for (size_t i = 0; i < ws.size();) {
+      Tensor w = ws[i], y = ys[i];
+      size_t j = i + 1;
+      for (; j < ws.size() && follows(w, ws[j]) && output_follows(y, ys[j]); ++j) {
+        w.rows += ws[j].rows;
+        y.cols += ys[j].cols;
+      }
+      i = j;
+      fn(w, y);
+    }
+  }
+
+  void matvec(const Tensor& x, const Tensor& w, const Tensor& y, const cuda::MatvecFusion& f) {
+    cuda::matvec(w.type, w.data, w.rows, w.cols, w.row_bytes, x.f32(), stride(x), rows(x), y.f32(), stride(y),
+                 stream_, f);
+  }
+
+  // y = alpha · x·wᵀ + beta · y on the tensor cores.
+  void gemm(const Tensor& x, const Tensor& w, Tensor y, float alpha = 1.f, float beta = 0.f) {
+    if (mode_ == Mode::Eager && gemm_->reserve(x, w)) invalidate_graphs();  // scratch moved
+    gemm_->run(x, w, y, alpha, beta);
+  }
 
   static bool follows(const Tensor& a, const Tensor& b) {
     return a.type == b.type && a.cols == b.cols && a.row_bytes == b.row_bytes &&
@@ -619,6 +689,8 @@ class CudaBackend final : public Backend {
   std::map<std::tuple<int32_t, float, float, const float*>, DeviceBuffer> rope_tables_;
   PinnedBuffer read_host_, shift_host_, argmax_host_;
   DeviceBuffer argmax_dev_;
+  DeviceBuffer top_k_dev_, top_k_scratch_;  // top_k_rows: values + ids; the chunks' candidates
+  PinnedBuffer top_k_host_;
   DeviceBuffer shift_dev_, shift_scratch_;
 };
 

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/pdl.h"
 #include "backend/cuda/dequant_block.cuh"
 #include "backend/cuda/quant_kernels.h"
 #include "cera/error.h"
@@ -52,6 +53,8 @@ template <GgmlType T, class O>
 __global__ void __launch_bounds__(kThreads)
     dequant_rows_kernel(const uint8_t* __restrict__ w, int64_t k, size_t row_bytes, const int32_t* __restrict__ ids,
                         int64_t n_rows, O* __restrict__ out, int64_t out_stride, bool vec) {
+  pdl_launch_dependents();
+  pdl_wait();  // pdl.h: nothing above reads inputs or writes
   const int64_t n = blockIdx.y + int64_t(blockIdx.z) * gridDim.y;
   if (n >= n_rows) return;
   const uint8_t* src = w + size_t(ids ? ids[n] : n) * row_bytes;
@@ -84,7 +87,7 @@ void launch_rows(const void* w, int64_t k, size_t row_bytes, const int32_t* ids,
   const unsigned by = unsigned(std::min<int64_t>(n_rows, 65535));
   const unsigned bz = unsigned((n_rows + by - 1) / by);
   const bool vec = reinterpret_cast<uintptr_t>(out) % 16 == 0 && (out_stride * int64_t(sizeof(O))) % 16 == 0;
-  dequant_rows_kernel<T, O><<<dim3(bx, by, bz), kThreads, 0, stream>>>(static_cast<const uint8_t*>(w), k, row_bytes,
+  launch_pdl(dequant_rows_kernel<T, O>, dim3(bx, by, bz), dim3(kThreads), 0, stream, static_cast<const uint8_t*>(w), k, row_bytes,
                                                                         ids, n_rows, out, out_stride, vec);
   CERA_CUDA_CHECK_LAUNCH();
 }

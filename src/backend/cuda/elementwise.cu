@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/pdl.h"
 #include "backend/cuda/ops.h"
 
 namespace cera::cuda {
@@ -25,6 +26,8 @@ __device__ double block_sum(double v) {
 template <bool kAdd>
 __global__ void rms_norm_kernel(float* x, int64_t xs, const float* delta, int64_t ds, const float* w, float eps,
                                 float* out, int64_t os, int32_t cols) {
+  pdl_launch_dependents();
+  pdl_wait();  // pdl.h: nothing above reads inputs or writes
   float* xr = x + int64_t(blockIdx.x) * xs;
   double sum = 0;
   for (int32_t c = threadIdx.x; c < cols; c += kRowThreads) {
@@ -48,6 +51,8 @@ __global__ void rms_norm_kernel(float* x, int64_t xs, const float* delta, int64_
 template <bool kAdd>
 __global__ void rms_norm_reg_kernel(float* x, int64_t xs, const float* delta, int64_t ds, const float* w, float eps,
                                     float* out, int64_t os, int32_t cols) {
+  pdl_launch_dependents();
+  pdl_wait();  // pdl.h: nothing above reads inputs or writes
   constexpr int kVec = 4;  // float4 per thread, at most
   float4* xr = reinterpret_cast<float4*>(x + int64_t(blockIdx.x) * xs);
   const float4* dr = reinterpret_cast<const float4*>(delta + int64_t(blockIdx.x) * ds);
@@ -93,18 +98,24 @@ dim3 grid_2d(int32_t rows, int32_t cols) {
 }
 
 __global__ void add_kernel(float* x, int64_t xs, const float* d, int64_t ds, int32_t rows, int32_t cols) {
+  pdl_launch_dependents();
+  pdl_wait();  // pdl.h: nothing above reads inputs or writes
   const int32_t c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= cols) return;
   for (int32_t r = blockIdx.y; r < rows; r += gridDim.y) x[int64_t(r) * xs + c] += d[int64_t(r) * ds + c];
 }
 
 __global__ void scale_kernel(float* x, int64_t xs, float f, int32_t rows, int32_t cols) {
+  pdl_launch_dependents();
+  pdl_wait();  // pdl.h: nothing above reads inputs or writes
   const int32_t c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= cols) return;
   for (int32_t r = blockIdx.y; r < rows; r += gridDim.y) x[int64_t(r) * xs + c] *= f;
 }
 
 __global__ void add_bias_kernel(float* x, int64_t xs, const float* b, int32_t rows, int32_t cols) {
+  pdl_launch_dependents();
+  pdl_wait();  // pdl.h: nothing above reads inputs or writes
   const int32_t c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= cols) return;
   for (int32_t r = blockIdx.y; r < rows; r += gridDim.y) x[int64_t(r) * xs + c] += b[c];
@@ -112,6 +123,8 @@ __global__ void add_bias_kernel(float* x, int64_t xs, const float* b, int32_t ro
 
 __global__ void swiglu_kernel(const float* g, int64_t gs, const float* u, int64_t us, float* o, int64_t os,
                               int32_t rows, int32_t cols) {
+  pdl_launch_dependents();
+  pdl_wait();  // pdl.h: nothing above reads inputs or writes
   const int32_t c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= cols) return;
   for (int32_t r = blockIdx.y; r < rows; r += gridDim.y) {
@@ -122,6 +135,8 @@ __global__ void swiglu_kernel(const float* g, int64_t gs, const float* u, int64_
 }
 
 __global__ void gather_kernel(const float* x, int64_t xs, const int32_t* rows, float* out, int64_t os, int32_t cols) {
+  pdl_launch_dependents();
+  pdl_wait();  // pdl.h: nothing above reads inputs or writes
   const float* src = x + int64_t(rows[blockIdx.x]) * xs;
   float* dst = out + int64_t(blockIdx.x) * os;
   for (int32_t c = threadIdx.x; c < cols; c += blockDim.x) dst[c] = src[c];
@@ -130,6 +145,8 @@ __global__ void gather_kernel(const float* x, int64_t xs, const int32_t* rows, f
 // One block per row: each thread keeps its best (value, index), then a shared-memory reduction that
 // prefers the lower index on equal values, so the result is the first maximum as on the CPU.
 __global__ void argmax_kernel(const float* x, int64_t xs, int32_t cols, int32_t* out) {
+  pdl_launch_dependents();
+  pdl_wait();  // pdl.h: nothing above reads inputs or writes
   __shared__ float best_v[256];
   __shared__ int32_t best_i[256];
   const float* row = x + int64_t(blockIdx.x) * xs;
@@ -168,6 +185,8 @@ __global__ void sleep_kernel(int64_t ns) {
 
 template <typename T>
 __global__ void convert_kernel(const float* x, int64_t xs, int32_t rows, int32_t cols, T* out) {
+  pdl_launch_dependents();
+  pdl_wait();  // pdl.h: nothing above reads inputs or writes
   const int32_t c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= cols) return;
   for (int32_t r = blockIdx.y; r < rows; r += gridDim.y) {
@@ -187,51 +206,51 @@ void rms_norm(float* x, int64_t xs, const float* delta, int64_t ds, const float*
   const bool reg = cols % 4 == 0 && cols <= kRowThreads * 16 && xs % 4 == 0 && os % 4 == 0 && aligned16(x) &&
                    aligned16(out) && aligned16(w) && (!delta || (ds % 4 == 0 && aligned16(delta)));
   if (reg && delta)
-    rms_norm_reg_kernel<true><<<rows, kRowThreads, 0, s>>>(x, xs, delta, ds, w, eps, out, os, cols);
+    launch_pdl(rms_norm_reg_kernel<true>, dim3(rows), dim3(kRowThreads), 0, s, x, xs, delta, ds, w, eps, out, os, cols);
   else if (reg)
-    rms_norm_reg_kernel<false><<<rows, kRowThreads, 0, s>>>(x, xs, nullptr, 0, w, eps, out, os, cols);
+    launch_pdl(rms_norm_reg_kernel<false>, dim3(rows), dim3(kRowThreads), 0, s, x, xs, nullptr, 0, w, eps, out, os, cols);
   else if (delta)
-    rms_norm_kernel<true><<<rows, kRowThreads, 0, s>>>(x, xs, delta, ds, w, eps, out, os, cols);
+    launch_pdl(rms_norm_kernel<true>, dim3(rows), dim3(kRowThreads), 0, s, x, xs, delta, ds, w, eps, out, os, cols);
   else
-    rms_norm_kernel<false><<<rows, kRowThreads, 0, s>>>(x, xs, nullptr, 0, w, eps, out, os, cols);
+    launch_pdl(rms_norm_kernel<false>, dim3(rows), dim3(kRowThreads), 0, s, x, xs, nullptr, 0, w, eps, out, os, cols);
   CERA_CUDA_CHECK_LAUNCH();
 }
 
 void add(float* x, int64_t xs, const float* d, int64_t ds, int32_t rows, int32_t cols, cudaStream_t s) {
   if (rows <= 0) return;
-  add_kernel<<<grid_2d(rows, cols), 256, 0, s>>>(x, xs, d, ds, rows, cols);
+  launch_pdl(add_kernel, dim3(grid_2d(rows, cols)), dim3(256), 0, s, x, xs, d, ds, rows, cols);
   CERA_CUDA_CHECK_LAUNCH();
 }
 
 void scale(float* x, int64_t xs, float f, int32_t rows, int32_t cols, cudaStream_t s) {
   if (rows <= 0) return;
-  scale_kernel<<<grid_2d(rows, cols), 256, 0, s>>>(x, xs, f, rows, cols);
+  launch_pdl(scale_kernel, dim3(grid_2d(rows, cols)), dim3(256), 0, s, x, xs, f, rows, cols);
   CERA_CUDA_CHECK_LAUNCH();
 }
 
 void add_bias(float* x, int64_t xs, const float* b, int32_t rows, int32_t cols, cudaStream_t s) {
   if (rows <= 0) return;
-  add_bias_kernel<<<grid_2d(rows, cols), 256, 0, s>>>(x, xs, b, rows, cols);
+  launch_pdl(add_bias_kernel, dim3(grid_2d(rows, cols)), dim3(256), 0, s, x, xs, b, rows, cols);
   CERA_CUDA_CHECK_LAUNCH();
 }
 
 void swiglu(const float* g, int64_t gs, const float* u, int64_t us, float* o, int64_t os, int32_t rows,
             int32_t cols, cudaStream_t s) {
   if (rows <= 0) return;
-  swiglu_kernel<<<grid_2d(rows, cols), 256, 0, s>>>(g, gs, u, us, o, os, rows, cols);
+  launch_pdl(swiglu_kernel, dim3(grid_2d(rows, cols)), dim3(256), 0, s, g, gs, u, us, o, os, rows, cols);
   CERA_CUDA_CHECK_LAUNCH();
 }
 
 void gather_rows(const float* x, int64_t xs, const int32_t* rows, int32_t n, float* out, int64_t os, int32_t cols,
                  cudaStream_t s) {
   if (n <= 0) return;
-  gather_kernel<<<n, 256, 0, s>>>(x, xs, rows, out, os, cols);
+  launch_pdl(gather_kernel, dim3(n), dim3(256), 0, s, x, xs, rows, out, os, cols);
   CERA_CUDA_CHECK_LAUNCH();
 }
 
 void argmax_rows(const float* x, int64_t xs, int32_t rows, int32_t cols, int32_t* out, cudaStream_t s) {
   if (rows <= 0) return;
-  argmax_kernel<<<rows, 256, 0, s>>>(x, xs, cols, out);
+  launch_pdl(argmax_kernel, dim3(rows), dim3(256), 0, s, x, xs, cols, out);
   CERA_CUDA_CHECK_LAUNCH();
 }
 
@@ -242,13 +261,13 @@ void gpu_sleep(int64_t ns, cudaStream_t s) {
 
 void to_f16(const float* x, int64_t xs, int32_t rows, int32_t cols, __half* out, cudaStream_t s) {
   if (rows <= 0) return;
-  convert_kernel<__half><<<grid_2d(rows, cols), 256, 0, s>>>(x, xs, rows, cols, out);
+  launch_pdl(convert_kernel<__half>, dim3(grid_2d(rows, cols)), dim3(256), 0, s, x, xs, rows, cols, out);
   CERA_CUDA_CHECK_LAUNCH();
 }
 
 void to_bf16(const float* x, int64_t xs, int32_t rows, int32_t cols, __nv_bfloat16* out, cudaStream_t s) {
   if (rows <= 0) return;
-  convert_kernel<__nv_bfloat16><<<grid_2d(rows, cols), 256, 0, s>>>(x, xs, rows, cols, out);
+  launch_pdl(convert_kernel<__nv_bfloat16>, dim3(grid_2d(rows, cols)), dim3(256), 0, s, x, xs, rows, cols, out);
   CERA_CUDA_CHECK_LAUNCH();
 }
 

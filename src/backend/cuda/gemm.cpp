@@ -29,10 +29,9 @@ bool Gemm::reserve(const Tensor& x, const Tensor& w) {
   return moved;
 }
 
-void Gemm::run(const Tensor& x, const Tensor& w, Tensor& y) {
+void Gemm::run(const Tensor& x, const Tensor& w, Tensor& y, float alpha, float beta) {
   // Column-major view: Yᵀ[N×T] = op(W)[N×K] · Xᵀ[K×T], with W stored as a K×N column-major matrix.
   const int m = int(w.rows), n = int(x.rows), k = int(w.cols);
-  const float alpha = 1.f, beta = 0.f;
   const int ldx = int(x.row_bytes / sizeof(float)), ldy = int(y.row_bytes / sizeof(float));
   if (w.type == GgmlType::F32) {
     CERA_CUBLAS_CHECK(cublasSgemm(handle_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, static_cast<const float*>(w.data),

@@ -21,7 +21,8 @@ class Gemm {
   // Scratch must be large enough before a graph capture: call reserve() outside capture. Returns
   // whether a scratch buffer moved (graphs captured over the old one must be dropped).
   bool reserve(const Tensor& x, const Tensor& w);
-  void run(const Tensor& x, const Tensor& w, Tensor& y);
+  // y = alpha · x·wᵀ + beta · y (y is F32; beta = 1 accumulates, e.g. a residual add).
+  void run(const Tensor& x, const Tensor& w, Tensor& y, float alpha = 1.f, float beta = 0.f);
 
  private:
   cudaStream_t stream_;

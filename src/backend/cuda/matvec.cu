@@ -14,11 +14,18 @@
 //    reused for all R rows from registers, which keeps L1 traffic below the weight stream's;
 //  * per chunk the lane sums q_j * x_j and applies scale (and bias * Σx) once: 1 FMA per element;
 //  * lanes reduce with shuffles, warps through shared memory, in a fixed order (deterministic).
+// Fusions (MatvecFusion): the norm prologue scales each x slice by norm_w / rms(x) as it is loaded
+// (every block computes rms(x) itself: k floats from L2, cheaper than a kernel launch); SwiGLU
+// pairs gate row j with up row F + j in one block, so the epilogue can combine them.
+// Launched with PDL: a block starts streaming its first weight tile before it waits for the
+// previous kernel (pdl.h), so the weight stream does not stop between kernels.
 #include <algorithm>
 #include <string>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/dequant_block.cuh"
+#include "backend/cuda/matvec_quant_fast.h"
+#include "backend/cuda/pdl.h"
 #include "backend/cuda/quant_kernels.h"
 #include "cera/error.h"
 
@@ -61,19 +68,55 @@ __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
   return v;
 }
 
+// Per-launch arguments that do not change the product's inner loop.
+struct Fusion {
+  const float* norm_w;   // null: no norm prologue
+  float norm_eps;
+  int out;               // MatvecFusion::Out
+  float scale;
+};
+
+// inv[t] = 1 / sqrt(mean(x[t]²) + eps) for the first n_valid of NX rows (all threads get it).
+// red: n_warps * NX floats of shared memory.
+template <int NX>
+__device__ void block_inv_rms(const float* x, int64_t x_stride, int64_t k, float eps, float inv[NX], float* red,
+                              int n_valid = NX) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+#pragma unroll
+  for (int t = 0; t < NX; ++t) {
+    float ss = 0.f;
+    for (int64_t i = threadIdx.x; t < n_valid && i < k; i += blockDim.x) {
+      const float v = x[t * x_stride + i];
+      ss = fmaf(v, v, ss);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (lane == 0) red[warp * NX + t] = ss;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int t = 0; t < NX; ++t) {
+    float ss = 0.f;
+    for (int i = 0; i < n_warps; ++i) ss += red[i * NX + t];
+    inv[t] = rsqrtf(ss / float(k) + eps);
+  }
+  __syncthreads();  // red is reused by the final reduction
+}
+
 template <int NX>
 __device__ __forceinline__ void load_x8(const float* x, int64_t x_stride, int64_t e, bool x_vec, float xv[NX][8]) {
 #pragma unroll
   for (int t = 0; t < NX; ++t) {
     const float* p = x + t * x_stride + e;
     if (x_vec) {
-      const float4 a = __ldg(reinterpret_cast<const float4*>(p));
-      const float4 b = __ldg(reinterpret_cast<const float4*>(p) + 1);
+      // Plain loads: x may be in shared memory (the normalised copy), where __ldg does not apply.
+      const float4 a = *reinterpret_cast<const float4*>(p);
+      const float4 b = *(reinterpret_cast<const float4*>(p) + 1);
       xv[t][0] = a.x, xv[t][1] = a.y, xv[t][2] = a.z, xv[t][3] = a.w;
       xv[t][4] = b.x, xv[t][5] = b.y, xv[t][6] = b.z, xv[t][7] = b.w;
     } else {
 #pragma unroll
-      for (int j = 0; j < 8; ++j) xv[t][j] = __ldg(p + j);
+      for (int j = 0; j < 8; ++j) xv[t][j] = p[j];
     }
   }
 }
@@ -103,147 +146,215 @@ template <GgmlType T, int NX>
 __global__ void __launch_bounds__(kMaxWarps * 32)
     matvec_kernel(const uint8_t* __restrict__ w, int64_t n_rows, int64_t k, size_t row_bytes,
                   const float* __restrict__ x, int64_t x_stride, bool x_vec, float* __restrict__ y,
-                  int64_t y_stride) {
+                  int64_t y_stride, Fusion f) {
   using S = MatvecShape<T>;
   constexpr int R = S::kRows;
   extern __shared__ uint4 smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+  const bool glu = f.out == int(MatvecFusion::Out::SwiGLU);
+  const int64_t n_out = glu ? n_rows / 2 : n_rows;  // output columns
+  constexpr int kOutPerGroup = R;                   // SwiGLU: R/2 outputs from R rows
+  const int64_t per_group = glu ? kOutPerGroup / 2 : kOutPerGroup;
+  const int64_t n_groups = (n_out + per_group - 1) / per_group;
 
-  const int64_t row0 = int64_t(blockIdx.x) * R;
-  const uint8_t* rows[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) rows[r] = w + size_t(min(row0 + r, n_rows - 1)) * row_bytes;  // tail: repeat
-
-  float acc[R][NX];
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int t = 0; t < NX; ++t) acc[r][t] = 0.0f;
-
-  const int64_t n_tiles = (k + S::kTile - 1) / S::kTile;
-  if constexpr (S::kFloat) {
-    constexpr int kVecsPerChunk = T == GgmlType::F32 ? 2 : 1;
-    constexpr int kElemBytes = T == GgmlType::F32 ? 4 : 2;
-    for (int64_t tile = warp; tile < n_tiles; tile += n_warps) {
-      const int64_t e_tile = tile * S::kTile;
-      // All of this tile's loads first, so they are in flight together.
-      uint4 raw[S::kChunksPerLane][R][kVecsPerChunk];
-#pragma unroll
-      for (int u = 0; u < S::kChunksPerLane; ++u) {
-        const int64_t e = e_tile + 8 * (lane + 32 * u);
-        if (e < k)
-#pragma unroll
-          for (int r = 0; r < R; ++r)
-#pragma unroll
-            for (int v = 0; v < kVecsPerChunk; ++v)
-              raw[u][r][v] = ld_stream(reinterpret_cast<const uint4*>(rows[r] + e * kElemBytes) + v);
-      }
-#pragma unroll
-      for (int u = 0; u < S::kChunksPerLane; ++u) {
-        const int64_t e = e_tile + 8 * (lane + 32 * u);
-        if (e >= k) continue;
-        float xv[NX][8];
-        load_x8<NX>(x, x_stride, e, x_vec, xv);
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          float wv[8];
-          float_chunk<T>(raw[u][r], wv);
-#pragma unroll
-          for (int t = 0; t < NX; ++t)
-#pragma unroll
-            for (int j = 0; j < 8; ++j) acc[r][t] = fmaf(wv[j], xv[t][j], acc[r][t]);
-        }
-      }
-    }
-  } else {
-    using B = Block<T>;
-    using G = Stage<T>;
-    // The R rows' staged tiles lie back to back in the warp's stage, kVecs 16-byte vectors each,
-    // so linear vector i of the tile goes to stage vector i: row i / kVecs, vector i % kVecs.
-    constexpr int kLin = (R * G::kVecs + 31) / 32;
-    uint8_t* stage = reinterpret_cast<uint8_t*>(smem) + size_t(warp) * R * G::kSlot;
-    const int64_t data_bytes = k / B::kElems * B::kBytes;
-    // Issues the loads of `tile` into raw; returns which of them hold bytes of the rows.
-    auto fetch = [&](int64_t tile, uint4 (&raw)[kLin]) {
-      const int64_t off = tile * G::kTileBytes;
-      const int64_t bytes = data_bytes - off < G::kTileBytes ? data_bytes - off : G::kTileBytes;
-      uint32_t valid = 0;
-#pragma unroll
-      for (int m = 0; m < kLin; ++m) {
-        const int i = lane + 32 * m, r = i / G::kVecs, v = i - r * G::kVecs;
-        if (r < R) {
-          const uintptr_t a = reinterpret_cast<uintptr_t>(w + size_t(min(row0 + r, n_rows - 1)) * row_bytes + off);
-          if (v < ((a & 15) + bytes + 15) >> 4) {
-            raw[m] = ld_stream(reinterpret_cast<const uint4*>(a & ~uintptr_t(15)) + v);
-            valid |= 1u << m;
-          }
-        }
-      }
-      return valid;
-    };
-    // Software pipeline: the next tile's loads are in flight while this tile is decoded.
-    uint4 raw[kLin];
-    uint32_t valid = warp < n_tiles ? fetch(warp, raw) : 0;
-    for (int64_t tile = warp; tile < n_tiles; tile += n_warps) {
-#pragma unroll
-      for (int m = 0; m < kLin; ++m)
-        if (valid >> m & 1) reinterpret_cast<uint4*>(stage)[lane + 32 * m] = raw[m];
-      __syncwarp();
-      if (tile + n_warps < n_tiles) valid = fetch(tile + n_warps, raw);
-      const int64_t e_tile = tile * S::kTile, off = tile * G::kTileBytes;
-#pragma unroll
-      for (int u = 0; u < S::kChunksPerLane; ++u) {
-        const int c = lane + 32 * u;  // chunk within the tile
-        const int64_t e = e_tile + 8 * c;
-        if (e >= k) continue;
-        float xv[NX][8];
-        load_x8<NX>(x, x_stride, e, x_vec, xv);
-        float xsum[NX];
-        if constexpr (B::kHasBias) {
-#pragma unroll
-          for (int t = 0; t < NX; ++t)
-            xsum[t] = ((xv[t][0] + xv[t][1]) + (xv[t][2] + xv[t][3])) + ((xv[t][4] + xv[t][5]) + (xv[t][6] + xv[t][7]));
-        }
-        const int blk = (8 * c) / B::kElems, part = ((8 * c) % B::kElems) / 8;
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          const int phase = int(reinterpret_cast<uintptr_t>(rows[r] + off) & 15);
-          Chunk8 ch;
-          B::decode(stage + r * G::kSlot + phase + blk * B::kBytes, part, ch);
-#pragma unroll
-          for (int t = 0; t < NX; ++t) {
-            float s = 0.0f;
-#pragma unroll
-            for (int j = 0; j < 8; ++j) s = fmaf(ch.q[j], xv[t][j], s);
-            acc[r][t] = fmaf(ch.scale, s, acc[r][t]);
-            if constexpr (B::kHasBias) acc[r][t] = fmaf(ch.bias, xsum[t], acc[r][t]);
-          }
-        }
-      }
-      __syncwarp();  // the stage is overwritten by the next tile
-    }
-  }
-
-  // Lanes, then warps (fixed order, so results do not depend on timing).
+  // Shared memory: the warps' stages, the reduction, then (norm) the normalised x rows.
   float* red = reinterpret_cast<float*>(smem) + size_t(n_warps) * R * stage_slot<T>() / sizeof(float);
+  float* xn = red + size_t(n_warps) * R * NX;
+  const float* xs = x;            // where the loop reads x from
+  int64_t xs_stride = x_stride;
+  bool xs_vec = x_vec;
+
+  pdl_launch_dependents();
+  bool waited = false;
+  // After the first group's weights are in flight: wait for the previous kernel, then (norm) write
+  // x' = norm_w ⊙ x / rms(x) into shared memory once for all of the block's groups.
+  auto wait_for_inputs = [&] {
+    if (waited) return;
+    waited = true;
+    pdl_wait();
+    if (f.norm_w) {
+      float inv[NX];
+      block_inv_rms<NX>(x, x_stride, k, f.norm_eps, inv, red);
+      for (int64_t i = threadIdx.x; i < k; i += blockDim.x) {
+        const float nw = f.norm_w[i];
 #pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int t = 0; t < NX; ++t) {
-      float v = acc[r][t];
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-      if (lane == 0) red[warp * R * NX + r * NX + t] = v;
+        for (int t = 0; t < NX; ++t) xn[t * k + i] = x[t * x_stride + i] * inv[t] * nw;
+      }
+      __syncthreads();
+      xs = xn;
+      xs_stride = k;
+      xs_vec = k % 4 == 0 && reinterpret_cast<uintptr_t>(xn) % 16 == 0;
     }
-  __syncthreads();
-  if (threadIdx.x < R * NX) {
-    const int r = threadIdx.x / NX, t = threadIdx.x % NX;
-    if (row0 + r < n_rows) {
-      float s = red[threadIdx.x];
-      for (int i = 1; i < n_warps; ++i) s += red[i * R * NX + threadIdx.x];
-      y[t * y_stride + row0 + r] = s;
+  };
+
+  for (int64_t group = blockIdx.x; group < n_groups; group += gridDim.x) {
+    // The group's weight rows: R consecutive ones, or with SwiGLU R/2 gate rows and the matching up
+    // rows. A tail group repeats the last row (its results are not stored).
+    const int64_t row0 = group * per_group;
+    const uint8_t* rows[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      int64_t i = min(row0 + r, n_rows - 1);
+      if (glu) {
+        const int64_t F = n_rows / 2, j = min(row0 + (r % (R / 2)), F - 1);
+        i = r < R / 2 ? j : F + j;
+      }
+      rows[r] = w + size_t(i) * row_bytes;
     }
+    if constexpr (S::kFloat) {
+      if (!waited)  // weights first: they do not depend on the previous kernel
+#pragma unroll
+        for (int r = 0; r < R; ++r) prefetch_l2(rows[r], size_t(k) * (T == GgmlType::F32 ? 4 : 2));
+    }
+
+    float acc[R][NX];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int t = 0; t < NX; ++t) acc[r][t] = 0.0f;
+
+    const int64_t n_tiles = (k + S::kTile - 1) / S::kTile;
+    if constexpr (S::kFloat) {
+      wait_for_inputs();
+      constexpr int kVecsPerChunk = T == GgmlType::F32 ? 2 : 1;
+      constexpr int kElemBytes = T == GgmlType::F32 ? 4 : 2;
+      for (int64_t tile = warp; tile < n_tiles; tile += n_warps) {
+        const int64_t e_tile = tile * S::kTile;
+        // All of this tile's loads first, so they are in flight together.
+        uint4 raw[S::kChunksPerLane][R][kVecsPerChunk];
+#pragma unroll
+        for (int u = 0; u < S::kChunksPerLane; ++u) {
+          const int64_t e = e_tile + 8 * (lane + 32 * u);
+          if (e < k)
+#pragma unroll
+            for (int r = 0; r < R; ++r)
+#pragma unroll
+              for (int v = 0; v < kVecsPerChunk; ++v)
+                raw[u][r][v] = ld_stream(reinterpret_cast<const uint4*>(rows[r] + e * kElemBytes) + v);
+        }
+#pragma unroll
+        for (int u = 0; u < S::kChunksPerLane; ++u) {
+          const int64_t e = e_tile + 8 * (lane + 32 * u);
+          if (e >= k) continue;
+          float xv[NX][8];
+          load_x8<NX>(xs, xs_stride, e, xs_vec, xv);
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            float wv[8];
+            float_chunk<T>(raw[u][r], wv);
+#pragma unroll
+            for (int t = 0; t < NX; ++t)
+#pragma unroll
+              for (int j = 0; j < 8; ++j) acc[r][t] = fmaf(wv[j], xv[t][j], acc[r][t]);
+          }
+        }
+      }
+    } else {
+      using B = Block<T>;
+      using G = Stage<T>;
+      // The R rows' staged tiles lie back to back in the warp's stage, kVecs 16-byte vectors each,
+      // so linear vector i of the tile goes to stage vector i: row i / kVecs, vector i % kVecs.
+      constexpr int kLin = (R * G::kVecs + 31) / 32;
+      uint8_t* stage = reinterpret_cast<uint8_t*>(smem) + size_t(warp) * R * G::kSlot;
+      const int64_t data_bytes = k / B::kElems * B::kBytes;
+      // Issues the loads of `tile` into raw; returns which of them hold bytes of the rows.
+      auto fetch = [&](int64_t tile, uint4 (&raw)[kLin]) {
+        const int64_t off = tile * G::kTileBytes;
+        const int64_t bytes = data_bytes - off < G::kTileBytes ? data_bytes - off : G::kTileBytes;
+        uint32_t valid = 0;
+#pragma unroll
+        for (int m = 0; m < kLin; ++m) {
+          const int i = lane + 32 * m, r = i / G::kVecs, v = i - r * G::kVecs;
+          if (r < R) {
+            const uintptr_t a = reinterpret_cast<uintptr_t>(rows[r] + off);
+            if (v < ((a & 15) + bytes + 15) >> 4) {
+              raw[m] = ld_stream(reinterpret_cast<const uint4*>(a & ~uintptr_t(15)) + v);
+              valid |= 1u << m;
+            }
+          }
+        }
+        return valid;
+      };
+      // Software pipeline: the next tile's loads are in flight while this tile is decoded.
+      uint4 raw[kLin];
+      uint32_t valid = warp < n_tiles ? fetch(warp, raw) : 0;
+      wait_for_inputs();
+      for (int64_t tile = warp; tile < n_tiles; tile += n_warps) {
+#pragma unroll
+        for (int m = 0; m < kLin; ++m)
+          if (valid >> m & 1) reinterpret_cast<uint4*>(stage)[lane + 32 * m] = raw[m];
+        __syncwarp();
+        if (tile + n_warps < n_tiles) valid = fetch(tile + n_warps, raw);
+        const int64_t e_tile = tile * S::kTile, off = tile * G::kTileBytes;
+#pragma unroll
+        for (int u = 0; u < S::kChunksPerLane; ++u) {
+          const int c = lane + 32 * u;  // chunk within the tile
+          const int64_t e = e_tile + 8 * c;
+          if (e >= k) continue;
+          float xv[NX][8];
+          load_x8<NX>(xs, xs_stride, e, xs_vec, xv);
+          float xsum[NX];
+          if constexpr (B::kHasBias) {
+#pragma unroll
+            for (int t = 0; t < NX; ++t)
+              xsum[t] = ((xv[t][0] + xv[t][1]) + (xv[t][2] + xv[t][3])) + ((xv[t][4] + xv[t][5]) + (xv[t][6] + xv[t][7]));
+          }
+          const int blk = (8 * c) / B::kElems, part = ((8 * c) % B::kElems) / 8;
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            const int phase = int(reinterpret_cast<uintptr_t>(rows[r] + off) & 15);
+            Chunk8 ch;
+            B::decode(stage + r * G::kSlot + phase + blk * B::kBytes, part, ch);
+#pragma unroll
+            for (int t = 0; t < NX; ++t) {
+              float s = 0.0f;
+#pragma unroll
+              for (int j = 0; j < 8; ++j) s = fmaf(ch.q[j], xv[t][j], s);
+              acc[r][t] = fmaf(ch.scale, s, acc[r][t]);
+              if constexpr (B::kHasBias) acc[r][t] = fmaf(ch.bias, xsum[t], acc[r][t]);
+            }
+          }
+        }
+        __syncwarp();  // the stage is overwritten by the next tile
+      }
+    }
+
+    // Lanes, then warps (fixed order, so results do not depend on timing).
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int t = 0; t < NX; ++t) {
+        float v = acc[r][t];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane == 0) red[warp * R * NX + r * NX + t] = v;
+      }
+    __syncthreads();
+    auto total = [&](int r, int t) {
+      float s = red[r * NX + t];
+      for (int i = 1; i < n_warps; ++i) s += red[i * R * NX + r * NX + t];
+      return s;
+    };
+    if (glu) {
+      if (threadIdx.x < (R / 2) * NX) {
+        const int r = threadIdx.x / NX, t = threadIdx.x % NX;
+        if (row0 + r < n_out) {
+          const float g = total(r, t), u = total(r + R / 2, t);
+          y[t * y_stride + row0 + r] = g / (1.f + expf(-g)) * u;
+        }
+      }
+    } else if (threadIdx.x < R * NX) {
+      const int r = threadIdx.x / NX, t = threadIdx.x % NX;
+      if (row0 + r < n_out) {
+        const float s = total(r, t);
+        float* out = y + t * y_stride + row0 + r;
+        if (f.out == int(MatvecFusion::Out::Accumulate)) *out += f.scale * s;
+        else *out = s;
+      }
+    }
+    __syncthreads();  // red is rewritten by the next group
   }
+  wait_for_inputs();  // a block without a group still waits (pdl.h)
 }
 
 // Float rows that are not 16-byte aligned (or k % 8 != 0): one warp per row, scalar loads. Rare
@@ -251,23 +362,41 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
 template <GgmlType T>
 __global__ void matvec_float_fallback_kernel(const uint8_t* __restrict__ w, int64_t n_rows, int64_t k,
                                              size_t row_bytes, const float* __restrict__ x, int64_t x_stride,
-                                             int32_t n_x_rows, float* __restrict__ y, int64_t y_stride) {
+                                             int32_t n_x_rows, float* __restrict__ y, int64_t y_stride, Fusion f) {
+  __shared__ float red[32 * kMaxMatvecRows];
+  pdl_launch_dependents();
+  pdl_wait();
+  float inv[kMaxMatvecRows];
+  if (f.norm_w) block_inv_rms<kMaxMatvecRows>(x, x_stride, k, f.norm_eps, inv, red, n_x_rows);
+  const bool glu = f.out == int(MatvecFusion::Out::SwiGLU);
   const int lane = threadIdx.x & 31;
+  const int64_t n_out = glu ? n_rows / 2 : n_rows;
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  if (row >= n_rows) return;
-  const uint8_t* wr = w + size_t(row) * row_bytes;
-  float acc[kMaxMatvecRows] = {};
-  for (int64_t i = lane; i < k; i += 32) {
-    const float wv = detail::float_elem<T>(wr, i);
+  if (row >= n_out) return;
+  float acc[2][kMaxMatvecRows] = {};
+  for (int half = 0; half < (glu ? 2 : 1); ++half) {  // SwiGLU: the gate row, then the up row
+    const uint8_t* wr = w + size_t(row + half * n_out) * row_bytes;
+    for (int64_t i = lane; i < k; i += 32) {
+      const float wv = detail::float_elem<T>(wr, i);
 #pragma unroll
-    for (int t = 0; t < kMaxMatvecRows; ++t)
-      if (t < n_x_rows) acc[t] = fmaf(wv, x[t * x_stride + i], acc[t]);
+      for (int t = 0; t < kMaxMatvecRows; ++t)
+        if (t < n_x_rows) {
+          const float xv = f.norm_w ? x[t * x_stride + i] * inv[t] * f.norm_w[i] : x[t * x_stride + i];
+          acc[half][t] = fmaf(wv, xv, acc[half][t]);
+        }
+    }
   }
 #pragma unroll
   for (int t = 0; t < kMaxMatvecRows; ++t) {
-    float v = acc[t];
+    float v = acc[0][t], u = acc[1][t];
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane == 0 && t < n_x_rows) y[t * y_stride + row] = v;
+    for (int o = 16; o > 0; o >>= 1) u += __shfl_xor_sync(0xffffffffu, u, o);
+    if (lane == 0 && t < n_x_rows) {
+      float* out = y + t * y_stride + row;
+      if (glu) *out = v / (1.f + expf(-v)) * u;
+      else if (f.out == int(MatvecFusion::Out::Accumulate)) *out += f.scale * v;
+      else *out = v;
+    }
   }
 }
 
@@ -283,12 +412,15 @@ int sm_count() {
 
 template <GgmlType T, int NX>
 void launch_nx(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const float* x, int64_t x_stride,
-               float* y, int64_t y_stride, cudaStream_t stream) {
+               float* y, int64_t y_stride, cudaStream_t stream, const Fusion& f) {
   using S = MatvecShape<T>;
   const int64_t n_tiles = (k + S::kTile - 1) / S::kTile;
-  const int64_t blocks = (n_rows + S::kRows - 1) / S::kRows;
+  const bool glu = f.out == int(MatvecFusion::Out::SwiGLU);
+  const int64_t out_per_group = glu ? S::kRows / 2 : S::kRows;
+  const int64_t groups = ((glu ? n_rows / 2 : n_rows) + out_per_group - 1) / out_per_group;
+  int64_t blocks = groups;
   int warps = int(std::clamp<int64_t>(n_tiles, 1, kMaxWarps));
-  if constexpr (!S::kFloat) {
+  if (!f.norm_w && !S::kFloat) {
     // Quant rows pipeline their tiles, which pays only when a warp has several: split k over the
     // fewest warps (a power of two) that still give every SM ~24 warps.
     const int64_t want = int64_t(sm_count()) * 24;
@@ -296,49 +428,81 @@ void launch_nx(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const
     while (wq < warps && blocks * wq < want) wq *= 2;
     warps = std::min(wq, warps);
   }
-  const size_t smem = size_t(warps) * S::kRows * (NX * sizeof(float) + stage_slot<T>());
+  size_t smem = size_t(warps) * S::kRows * (NX * sizeof(float) + stage_slot<T>());
+  if (f.norm_w) {
+    // The norm prologue is paid once per block: as many blocks as fit on the GPU at once, each
+    // looping over row groups, with the normalised x rows in shared memory.
+    smem += size_t(NX) * size_t(k) * sizeof(float);
+    auto kernel = matvec_kernel<T, NX>;
+    if (smem > 48 * 1024) {
+      static int raised = 0;  // per instantiation; the attribute is per function
+      if (raised < int(smem))
+        CERA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+      raised = std::max(raised, int(smem));
+    }
+    int per_sm = 0;
+    CERA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, warps * 32, smem));
+    if (per_sm < 1)
+      throw Error(ErrorCode::Unsupported, "cuda matvec: the normalised activations (" + std::to_string(smem) +
+                                              " bytes) do not fit in shared memory");
+    blocks = std::min<int64_t>(groups, int64_t(sm_count()) * per_sm);
+  }
   const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && x_stride % 4 == 0;
-  matvec_kernel<T, NX><<<unsigned(blocks), warps * 32, smem, stream>>>(
-      static_cast<const uint8_t*>(w), n_rows, k, row_bytes, x, x_stride, x_vec, y, y_stride);
+  launch_pdl(matvec_kernel<T, NX>, dim3(unsigned(blocks)), dim3(unsigned(warps * 32)), smem, stream,
+             static_cast<const uint8_t*>(w), n_rows, k, row_bytes, x, x_stride, x_vec, y, y_stride, f);
 }
 
 template <GgmlType T>
 void launch(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const float* x, int64_t x_stride,
-            int32_t n_x_rows, float* y, int64_t y_stride, cudaStream_t stream) {
+            int32_t n_x_rows, float* y, int64_t y_stride, cudaStream_t stream, const Fusion& f) {
   if constexpr (kIsFloat<T>) {
     const bool aligned = reinterpret_cast<uintptr_t>(w) % 16 == 0 && row_bytes % 16 == 0 && k % 8 == 0;
     if (!aligned) {
       constexpr int kWarps = 4;
-      matvec_float_fallback_kernel<T><<<unsigned((n_rows + kWarps - 1) / kWarps), kWarps * 32, 0, stream>>>(
-          static_cast<const uint8_t*>(w), n_rows, k, row_bytes, x, x_stride, n_x_rows, y, y_stride);
+      const int64_t n_out = f.out == int(MatvecFusion::Out::SwiGLU) ? n_rows / 2 : n_rows;
+      launch_pdl(matvec_float_fallback_kernel<T>, dim3(unsigned((n_out + kWarps - 1) / kWarps)), dim3(kWarps * 32), 0,
+                 stream, static_cast<const uint8_t*>(w), n_rows, k, row_bytes, x, x_stride, n_x_rows, y, y_stride, f);
       return;
     }
   }
+#define CERA_NX(N) \
+  case N: return launch_nx<T, N>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream, f);
   switch (n_x_rows) {
-    case 1: return launch_nx<T, 1>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream);
-    case 2: return launch_nx<T, 2>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream);
-    case 3: return launch_nx<T, 3>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream);
-    case 4: return launch_nx<T, 4>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream);
-    case 5: return launch_nx<T, 5>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream);
-    case 6: return launch_nx<T, 6>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream);
-    case 7: return launch_nx<T, 7>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream);
-    case 8: return launch_nx<T, 8>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream);
+    CERA_NX(1)
+    CERA_NX(2)
+    CERA_NX(3)
+    CERA_NX(4)
+    CERA_NX(5)
+    CERA_NX(6)
+    CERA_NX(7)
+    CERA_NX(8)
     default: break;
   }
+#undef CERA_NX
 }
 
 }  // namespace
 
 void matvec(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const float* x,
-            int64_t x_stride, int32_t n_x_rows, float* y, int64_t y_stride, cudaStream_t stream) {
+            int64_t x_stride, int32_t n_x_rows, float* y, int64_t y_stride, cudaStream_t stream,
+            const MatvecFusion& fusion) {
   if (n_x_rows < 1 || n_x_rows > kMaxMatvecRows)
     throw Error(ErrorCode::InvalidArgument, "cuda matvec: n_x_rows must be 1.." + std::to_string(kMaxMatvecRows));
   if (n_rows <= 0 || k <= 0) return;
   if (k % ggml_traits(type).block_elems != 0)
     throw Error(ErrorCode::InvalidArgument, "cuda matvec: k is not a multiple of the block size");
+  if (fusion.out == MatvecFusion::Out::SwiGLU && n_rows % 2 != 0)
+    throw Error(ErrorCode::InvalidArgument, "cuda matvec: SwiGLU needs an even number of rows (gate; up)");
+  const Fusion f{fusion.norm_w, fusion.norm_eps, int(fusion.out), fusion.scale};
+  // The int8 (dp4a) kernel for Q4_0/Q8_0 where it measured faster on the H200: products that stage
+  // x once per block anyway (norm, SwiGLU) and large heads; not k = 8192 (its x staging costs more
+  // than it saves) nor the small residual products.
+  const bool prefer_fast = k <= 4096 && (fusion.norm_w || fusion.out == MatvecFusion::Out::SwiGLU || n_rows >= 8192);
+  if (prefer_fast && matvec_quant_fast(type, w, n_rows, k, row_bytes, x, x_stride, n_x_rows, y, y_stride, stream, fusion))
+    return;
   switch (type) {
 #define CERA_MATVEC_CASE(T) \
-  case GgmlType::T: launch<GgmlType::T>(w, n_rows, k, row_bytes, x, x_stride, n_x_rows, y, y_stride, stream); break;
+  case GgmlType::T: launch<GgmlType::T>(w, n_rows, k, row_bytes, x, x_stride, n_x_rows, y, y_stride, stream, f); break;
     CERA_MATVEC_CASE(F32)
     CERA_MATVEC_CASE(F16)
     CERA_MATVEC_CASE(BF16)

@@ -56,15 +56,25 @@ struct AttentionShape {
 // Writes the step's k, v rows into the cache at each token's position.
 void store_kv(const KvLayer& kv, const StepView& step, const float* k, int64_t k_stride, const float* v,
               int64_t v_stride, int32_t n_tokens, cudaStream_t s);
-// Causal attention for every token of the step, over the step's tiles (StepView::tiles).
+// The arithmetic of prefill attention's tensor-core kernels: F32 = 3xTF32 (fp32 accuracy, for F32
+// models), F16 = f16 inputs with f32 accumulation (for 16-bit and quantized models).
+enum class AttentionPrecision { F32, F16 };
+// Causal attention for every token of the step, over the step's tiles (StepView::tiles). Head dims
+// 64 and 128 take a tensor-core kernel of the given precision, others the SIMT kernel (fp32). The
+// environment overrides the choice: CERA_CUDA_ATTENTION=simt | tf32 | f16 (read per call).
 void attention_prefill(const KvLayer& kv, const StepView& step, int32_t n_tiles, const float* q, int64_t q_stride,
-                       float* out, int64_t out_stride, const AttentionShape& shape, cudaStream_t s);
+                       float* out, int64_t out_stride, const AttentionShape& shape, cudaStream_t s,
+                       AttentionPrecision precision = AttentionPrecision::F32);
 // attention_prefill_tc.cu: the same prefill attention on tensor cores (mma.sync 3xTF32, fp32
-// accuracy) for the head dims it supports; attention_prefill dispatches to it unless the
-// environment sets CERA_CUDA_ATTENTION=simt.
+// accuracy) for the head dims it supports.
 bool attention_prefill_tc_supported(int32_t head_dim);
 void attention_prefill_tc(const KvLayer& kv, const StepView& step, int32_t n_tiles, const float* q, int64_t q_stride,
                           float* out, int64_t out_stride, const AttentionShape& shape, cudaStream_t s);
+// attention_prefill_f16.cu: the same on tensor cores with f16 inputs (Q·scale, K, V, P rounded to
+// f16; scores, softmax and accumulation in f32), for head dims 64 and 128.
+bool attention_prefill_f16_supported(int32_t head_dim);
+void attention_prefill_f16(const KvLayer& kv, const StepView& step, int32_t n_tiles, const float* q, int64_t q_stride,
+                           float* out, int64_t out_stride, const AttentionShape& shape, cudaStream_t s);
 // Attention for steps where every sequence has one token (T == n_seqs): splits each sequence's keys
 // into n_splits ranges; `partial` holds T × n_head × n_splits × (head_dim + 2) floats.
 inline constexpr int32_t kDecodeSplits = 16;
@@ -83,6 +93,15 @@ void short_conv(const StepView& step, int32_t n_seqs, const float* bcx, int64_t 
 // The same when every sequence has exactly one token (sequence i = token i): one launch.
 void short_conv_decode(const StepView& step, const float* bcx, int64_t bcx_stride, const float* w, int32_t kernel_len,
                        float* state, float* out, int64_t out_stride, int32_t n_tokens, int32_t d, cudaStream_t s);
+
+// ---- top_k.cu
+// Device scratch bytes top_k_rows needs for these shapes.
+size_t top_k_scratch_bytes(int32_t rows, int32_t cols, int32_t k);
+// Backend::top_k_rows: for every row, its k (1 ≤ k ≤ min(cols, 1024)) largest values by value
+// descending, then the smaller column; NaN never selected; values[r·k + i], ids[r·k + i], with id -1
+// and value NaN past the row's non-NaN count. Two launches; scratch: top_k_scratch_bytes(...) bytes.
+void top_k_rows(const float* x, int64_t x_stride, int32_t rows, int32_t cols, int32_t k, void* scratch,
+                float* values, int32_t* ids, cudaStream_t s);
 
 // ---- profiling: keeps the stream busy for `ns` nanoseconds (a step's launches queue up behind it,
 // so event times measure the GPU's execution, not the host's launch rate).

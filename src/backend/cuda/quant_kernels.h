@@ -22,11 +22,28 @@ bool supports_weight_type(GgmlType type);
 // Rows of x one matvec launch handles; larger batches go through dequantize + GEMM.
 inline constexpr int kMaxMatvecRows = 8;
 
+// What a matvec does around the product v[t][n] = Σ_k W[n][k] · x'[t][k] (the fusions that remove a
+// decode step's small kernels; each has a plain-op reference in backend.h's fused ops).
+struct MatvecFusion {
+  // Prologue: with norm_w, x' = norm_w ⊙ x / sqrt(mean(x²) + norm_eps) per row (k elements);
+  // otherwise x' = x.
+  const float* norm_w = nullptr;
+  float norm_eps = 0.f;
+  enum class Out {
+    Store,       // y[t][n] = v[t][n]
+    Accumulate,  // y[t][n] += scale · v[t][n]   (a residual add)
+    SwiGLU,      // W is [gate; up] (n_rows = 2F, gate rows first): y[t][j] = silu(v[t][j]) · v[t][F + j], j < F
+  } out = Out::Store;
+  float scale = 1.f;
+};
+
 // y[t][n] = Σ_k W[n][k] · x[t][k] for t < n_x_rows (1 ≤ n_x_rows ≤ kMaxMatvecRows), n < n_rows.
 // W: n_rows rows of k elements in `type`, row_bytes apart. x: F32, row stride x_stride elements.
 // y: F32, row stride y_stride elements. Accumulates in F32; reads W exactly once (memory-bound).
+// `fusion` adds a norm prologue and/or another output mode (see MatvecFusion); launched with PDL.
 void matvec(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const float* x,
-            int64_t x_stride, int32_t n_x_rows, float* y, int64_t y_stride, cudaStream_t stream);
+            int64_t x_stride, int32_t n_x_rows, float* y, int64_t y_stride, cudaStream_t stream,
+            const MatvecFusion& fusion = {});
 
 // out[n][k] = W[n][k] as f16 / bf16 / f32, densely packed (row stride k).
 void dequantize_f16(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_bytes, __half* out,

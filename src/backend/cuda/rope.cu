@@ -1,6 +1,7 @@
 // Per-head q/k RMSNorm followed by RoPE, one warp per (token, head), in place. Angles in double as in
 // backend/cpu/rope.cpp: float angles at positions in the thousands lose the digits parity needs.
 #include "backend/cuda/check.h"
+#include "backend/cuda/pdl.h"
 #include "backend/cuda/ops.h"
 
 namespace cera::cuda {
@@ -33,6 +34,8 @@ __device__ void norm_rope_head(float* head, const float* norm, float eps, int32_
 __global__ void qk_norm_rope_kernel(float* q, int64_t qs, float* k, int64_t ks, const float* q_norm,
                                     const float* k_norm, float eps, int32_t n_head, int32_t head_dim, RopeArgs r,
                                     const int32_t* positions) {
+  pdl_launch_dependents();
+  pdl_wait();  // pdl.h: nothing above reads inputs or writes
   const int32_t row = blockIdx.x, h = blockIdx.y;
   const int32_t pos = positions[row];
   if (h < n_head)
@@ -47,7 +50,7 @@ void qk_norm_rope(float* q, int64_t qs, float* k, int64_t ks, const float* q_nor
                   int32_t n_head, int32_t n_head_kv, int32_t head_dim, const RopeArgs& rope,
                   const int32_t* positions, int32_t rows, cudaStream_t s) {
   if (rows <= 0) return;
-  qk_norm_rope_kernel<<<dim3(unsigned(rows), unsigned(n_head + n_head_kv)), 32, 0, s>>>(
+  launch_pdl(qk_norm_rope_kernel, dim3(unsigned(rows), unsigned(n_head + n_head_kv)), dim3(32), 0, s, 
       q, qs, k, ks, q_norm, k_norm, eps, n_head, head_dim, rope, positions);
   CERA_CUDA_CHECK_LAUNCH();
 }

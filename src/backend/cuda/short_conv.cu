@@ -4,6 +4,7 @@
 // batch; a second launch then rolls each sequence's state forward (it must run after every read of
 // the old state). Arithmetic in the order of backend/cpu/short_conv.cpp, without FMA contraction.
 #include "backend/cuda/check.h"
+#include "backend/cuda/pdl.h"
 #include "backend/cuda/ops.h"
 
 namespace cera::cuda {
@@ -20,6 +21,8 @@ __device__ inline float history(const DeviceSeq& sq, int32_t h, int32_t S, const
 // grid: (col blocks, T).
 __global__ void conv_kernel(StepView step, const float* bcx, int64_t bs, const float* w, int32_t L, const float* state,
                             float* out, int64_t os, int32_t D) {
+  pdl_launch_dependents();
+  pdl_wait();  // pdl.h: nothing above reads inputs or writes
   const int32_t c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= D) return;
   const int32_t t = blockIdx.y;
@@ -36,6 +39,8 @@ __global__ void conv_kernel(StepView step, const float* bcx, int64_t bs, const f
 // grid: (col blocks, n_seqs). New state j = history index n + j; ascending j never overwrites an
 // old-state entry still to be read (n ≥ 1, so n + j' > j for every later j').
 __global__ void conv_state_kernel(StepView step, const float* bcx, int64_t bs, int32_t L, float* state, int32_t D) {
+  pdl_launch_dependents();
+  pdl_wait();  // pdl.h: nothing above reads inputs or writes
   const int32_t c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= D) return;
   const DeviceSeq sq = step.seqs[blockIdx.y];
@@ -49,6 +54,8 @@ __global__ void conv_state_kernel(StepView step, const float* bcx, int64_t bs, i
 // for channel c, so it can compute the output and roll the state in one launch.
 __global__ void conv_decode_kernel(StepView step, const float* bcx, int64_t bs, const float* w, int32_t L,
                                    float* state, float* out, int64_t os, int32_t D) {
+  pdl_launch_dependents();
+  pdl_wait();  // pdl.h: nothing above reads inputs or writes
   const int32_t c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= D) return;
   const int32_t t = blockIdx.y;
@@ -70,7 +77,7 @@ __global__ void conv_decode_kernel(StepView step, const float* bcx, int64_t bs, 
 void short_conv_decode(const StepView& step, const float* bcx, int64_t bs, const float* w, int32_t L, float* state,
                        float* out, int64_t os, int32_t n_tokens, int32_t D, cudaStream_t s) {
   if (n_tokens <= 0) return;
-  conv_decode_kernel<<<dim3(unsigned((D + 127) / 128), unsigned(n_tokens)), 128, 0, s>>>(step, bcx, bs, w, L, state,
+  launch_pdl(conv_decode_kernel, dim3(unsigned((D + 127) / 128), unsigned(n_tokens)), dim3(128), 0, s, step, bcx, bs, w, L, state,
                                                                                           out, os, D);
   CERA_CUDA_CHECK_LAUNCH();
 }
@@ -79,9 +86,9 @@ void short_conv(const StepView& step, int32_t n_seqs, const float* bcx, int64_t 
                 float* state, float* out, int64_t os, int32_t n_tokens, int32_t D, cudaStream_t s) {
   if (n_tokens <= 0) return;
   const unsigned col_blocks = unsigned((D + 127) / 128);
-  conv_kernel<<<dim3(col_blocks, unsigned(n_tokens)), 128, 0, s>>>(step, bcx, bs, w, L, state, out, os, D);
+  launch_pdl(conv_kernel, dim3(col_blocks, unsigned(n_tokens)), dim3(128), 0, s, step, bcx, bs, w, L, state, out, os, D);
   CERA_CUDA_CHECK_LAUNCH();
-  conv_state_kernel<<<dim3(col_blocks, unsigned(n_seqs)), 128, 0, s>>>(step, bcx, bs, L, state, D);
+  launch_pdl(conv_state_kernel, dim3(col_blocks, unsigned(n_seqs)), dim3(128), 0, s, step, bcx, bs, L, state, D);
   CERA_CUDA_CHECK_LAUNCH();
 }
 

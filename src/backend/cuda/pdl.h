@@ -1,0 +1,61 @@
+// Programmatic dependent launch (Hopper): a kernel launched with launch_pdl() may start while the
+// kernel before it on the stream is still finishing, so its launch latency and its weight fetches
+// overlap the previous kernel's tail. The contract every such kernel keeps:
+//   * before pdl_wait() it reads only data no earlier kernel of the step writes (weights) and
+//     writes nothing; after pdl_wait() the previous kernel has finished and its writes are visible;
+//   * it calls pdl_wait() on every path, even when it reads no input, so "finished" is transitive
+//     down the chain of kernels;
+//   * pdl_launch_dependents() lets the next kernel start launching (safe anywhere: the next kernel
+//     still waits in its own pdl_wait() for this one to finish).
+// On devices before sm_90 both calls compile to nothing and launch_pdl() is a plain launch.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "backend/cuda/check.h"
+
+namespace cera::cuda {
+
+#ifdef __CUDACC__
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
+// Pulls [p, p + bytes) into L2 (one request per 128-byte line, spread over the block's threads):
+// what a kernel does with its weights before pdl_wait().
+__device__ __forceinline__ void prefetch_l2(const void* p, size_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (size_t off = size_t(threadIdx.x) * 128; off < bytes; off += size_t(blockDim.x) * 128)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(c + off));
+}
+#endif
+
+// Whether launches use PDL: on sm_90+ unless CERA_CUDA_PDL=0 (set once per process).
+bool pdl_enabled();
+
+// kernel<<<grid, block, smem, stream>>>(args...) with the programmatic-serialization attribute.
+template <typename... KernelArgs, typename... Args>
+void launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  CERA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<KernelArgs>(args)...));
+}
+
+}  // namespace cera::cuda
