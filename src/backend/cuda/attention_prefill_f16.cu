@@ -1,18 +1,22 @@
 // Prefill attention on tensor cores in f16: the same causal GQA flash attention over the paged F32
-// KV cache as attention_prefill_tc.cu (same StepView tiles, same (token, q head) row mapping, same
-// online softmax in fp32), with S = Q·Kᵀ and O += P·V done by mma.sync m16n8k16 with f16 inputs and
-// f32 accumulation — one mma per product instead of 3xTF32's three, and half the shared-memory bytes.
+// KV cache as attention_prefill_tc.cu (same StepView tiles, same (token, q head) row order within a
+// tile, same online softmax in fp32), with S = Q·Kᵀ and O += P·V done by mma.sync m16n8k16 with f16
+// inputs and f32 accumulation — one mma per product instead of 3xTF32's three, and half the
+// shared-memory bytes.
 //
 // What is rounded to f16 (11-bit significand, relative error ≤ 2⁻¹¹): Q·scale·log2(e) (once, into
 // registers), K and V (when staged in shared memory), P (from the f32 exponentials, for P·V). Scores,
 // the running max and sum, and O are f32; the scores are in log2 units, so the softmax is exp2.
-// The row sums add the unrounded f32 probabilities.
+// The row sums add the unrounded f32 probabilities. Like any f16 attention (llama.cpp's f16 KV cache),
+// it assumes |Q·scale|, |K| and |V| stay below f16's 65504.
 //
 // Block: NW warps × 16 rows (NW = 8: 128 rows, a whole tile of a KV group of 4; NW = 4 for groups
-// of at most 2, whose tiles have at most 64 rows). Keys go through shared memory KT at a time,
-// KT = 512·NW / HD so that each thread stages 32 floats of K and V per tile: the next tile's loads
-// are issued into registers before the current tile's math and converted / stored after it (the
-// cache is f32, so cp.async cannot convert on the way), double-buffered, one barrier per tile.
+// of at most 2, whose tiles have at most 64 rows). Keys go through shared memory as f16, KT at a
+// time, KT = 512·NW / HD (each thread converts 16 floats of K and 16 of V per tile), double-buffered
+// with one barrier per tile. The cache is f32, so cp.async cannot convert on the way: the next
+// tile's K loads are issued into registers before the current tile's math and converted into the
+// other buffer halfway through it, then its V loads likewise for the second half. The math runs
+// over sub-tiles of at most 32 keys (S, online softmax, P·V each), which bounds S's registers.
 //
 // Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16", .f16; g = lane / 4, t = lane % 4;
 // each .b32 register holds two f16, the lower column / k index in the low half):
@@ -81,12 +85,12 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
                : "r"(addr));
 }
 
-// grid (n_tiles, n_head_kv × row_chunks), NW × 32 threads.
+// grid (n_tiles, n_head_kv × row_chunks), NW × 32 threads. HD 64 fits 128 registers (two blocks of
+// 8 warps per SM); HD 128 needs more (O alone is 64), so one block of 8 or two of 4.
 template <int HD, int NW>
-__global__ void __launch_bounds__(NW * 32, HD == 64 ? 16 / NW : 1) prefill_f16_kernel(KvLayer kv, StepView step, const float* q,
-                                                              int64_t qs, float* out, int64_t os,
-                                                              AttentionShape sh, int32_t group,
-                                                              int32_t row_chunks) {
+__global__ void __launch_bounds__(NW * 32, HD == 64 ? 16 / NW : 1)
+    prefill_f16_kernel(KvLayer kv, StepView step, const float* q, int64_t qs, float* out, int64_t os,
+                       AttentionShape sh, int32_t group, int32_t row_chunks) {
   pdl_launch_dependents();
   pdl_wait();  // pdl.h: nothing above reads inputs or writes
   using C = F16Cfg<HD, NW>;
@@ -101,7 +105,9 @@ __global__ void __launch_bounds__(NW * 32, HD == 64 ? 16 / NW : 1) prefill_f16_k
   constexpr int CH = C::kChunks;
   __shared__ __align__(128) __half kvs[2][2][C::kTile];  // [buffer][K, V][key][kStride]
 
-  const AttentionTile tile = step.tiles[blockIdx.x];
+  // Tiles in reverse: a sequence's later tiles see more keys, so the longest blocks start first and
+  // the grid's last wave is short ones.
+  const AttentionTile tile = step.tiles[gridDim.x - 1 - blockIdx.x];
   const DeviceSeq sq = step.seqs[tile.seq];
   const int32_t* table = step.block_tables + sq.block_offset;
   const int32_t kvh = blockIdx.y / row_chunks;
