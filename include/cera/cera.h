@@ -42,7 +42,7 @@ typedef struct cera_engine_options {
   const char* model_path;       /* a GGUF file (or a Hugging Face folder) */
   int32_t n_threads;            /* 0: all hardware threads */
   int32_t n_ctx;                /* tokens per sequence */
-  int32_t n_batch;              /* largest prefill chunk */
+  int32_t n_batch;              /* largest prefill chunk; 0 = the device's default (512 CPU, 4096 GPU) */
   int32_t n_seq_max;            /* sessions alive at once */
   int32_t prefix_cache_mib;     /* 0: no prompt prefix cache */
   int32_t checkpoint_interval;  /* a multiple of 32 */

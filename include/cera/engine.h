@@ -15,6 +15,9 @@
 
 namespace cera {
 
+inline constexpr int32_t kDefaultBatchCpu = 512;
+inline constexpr int32_t kDefaultBatchGpu = 4096;
+
 struct EngineOptions {
   std::string model_path;    // a GGUF file
   int32_t n_threads = 0;     // 0: all hardware threads (CPU backend)
@@ -24,7 +27,9 @@ struct EngineOptions {
   // CPU; a value of at least the layer count (e.g. 99) puts it all on the GPU; -1: not given.
   int32_t n_gpu_layers = -1;
   int32_t n_ctx = 4096;      // tokens per sequence (KV memory is sized from this)
-  int32_t n_batch = 512;     // largest number of tokens in one forward step (prefill chunk)
+  // Largest number of tokens in one forward step (prefill chunk); 0 = the device's default
+  // (kDefaultBatchCpu on the CPU, kDefaultBatchGpu on a GPU, where bigger steps use it better).
+  int32_t n_batch = 0;
   int32_t n_seq_max = 1;     // sequences alive at once
   // Prompt prefix cache (memory budget for its KV blocks and conv checkpoints; 0 turns it off).
   // A new session whose prompt starts like an earlier one resumes from the cached prefix.

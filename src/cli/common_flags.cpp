@@ -24,8 +24,7 @@ void add_model_flags(CLI::App& cmd, ModelFlags& f, bool model_required) {
                  "(or -ngl) layers on the GPU, as in llama.cpp: 0 = none, 99 = all (cera offloads all or none)")
       ->check(CLI::NonNegativeNumber);
   cmd.add_option("-c,--ctx-size", f.engine.n_ctx, "context size in tokens")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd.add_option("-b,--batch-size", f.engine.n_batch, "largest prompt chunk processed in one step")
-      ->capture_default_str()
+  cmd.add_option("-b,--batch-size", f.engine.n_batch, "largest prompt chunk processed in one step (default: 512 on the CPU, 4096 on a GPU)")
       ->check(CLI::PositiveNumber);
 }
 

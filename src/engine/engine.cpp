@@ -45,7 +45,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
   if (options.model_path.empty())
     throw Error(ErrorCode::InvalidArgument, "no model given (pass a GGUF file with -m)");
   if (options.n_ctx <= 0) throw Error(ErrorCode::InvalidArgument, "context size must be positive");
-  if (options.n_batch <= 0) throw Error(ErrorCode::InvalidArgument, "batch size must be positive");
+  if (options.n_batch < 0) throw Error(ErrorCode::InvalidArgument, "batch size must be positive (or 0: the default)");
   if (options.n_seq_max <= 0) throw Error(ErrorCode::InvalidArgument, "sequence count must be positive");
 
   auto impl = std::make_unique<Impl>();
@@ -61,7 +61,10 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
                                               " layers) is not supported: use -ngl 99 (all layers) or --device cpu");
   }
   ModelOptions mo;
-  mo.max_batch_tokens = std::min(options.n_batch, options.n_ctx * options.n_seq_max);
+  const int32_t n_batch = options.n_batch > 0 ? options.n_batch
+                          : options.device.rfind("cuda", 0) == 0 ? kDefaultBatchGpu
+                                                                  : kDefaultBatchCpu;
+  mo.max_batch_tokens = std::min(n_batch, options.n_ctx * options.n_seq_max);
   impl->model = load_model(*impl->file, *impl->backend, mo);
   impl->tokenizer = std::make_unique<Tokenizer>(vocab_from_gguf(*impl->file));
 

@@ -16,6 +16,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/matvec_quant_fast.h"
 #include "format/ggml_type.h"
 #include "format/quant.h"
 #include "cuda_test_support.h"
@@ -155,11 +156,26 @@ TEST_P(CudaFused, FusedOpsMatchPlainOps) {
     return std::tuple{read(be, n.qkv), read(be, n.out), read(be, n.x)};
   };
   Net fused_net = make(*gpu), plain_net = make(*gpu);
+  // Q4_0/Q8_0 decode products may take the int8-activation kernel (matvec_quant_fast, tested
+  // exactly against its own reference): first without it, where fused and plain run the same
+  // arithmetic, then with it, where x' is rounded to 8 bits (≈ 5e-3 here; a wiring error is ≥ 0.1).
+  const bool int8_path = (type == GgmlType::Q4_0 || type == GgmlType::Q8_0) && R <= 2;
+  const bool fast_was_on = cuda::matvec_quant_fast_enabled();
+  if (int8_path) cuda::matvec_quant_fast_enable(false);
   const auto [q1, o1, x1] = run(*gpu, fused_net, true);
   const auto [q2, o2, x2] = run(*gpu, plain_net, false);
+  cuda::matvec_quant_fast_enable(fast_was_on);
   EXPECT_LE(rel_diff(q1, q2), 2e-6) << "rms_norm_matmul (q|k|v)";
   EXPECT_LE(rel_diff(o1, o2), 2e-6) << "rms_norm_swiglu";
   EXPECT_LE(rel_diff(x1, x2), 2e-6) << "matmul_add";
+  if (int8_path) {
+    Net fast_net = make(*gpu), plain2_net = make(*gpu);
+    const auto [q4, o4, x4] = run(*gpu, fast_net, true);
+    const auto [q5, o5, x5] = run(*gpu, plain2_net, false);
+    EXPECT_LE(rel_diff(q4, q5), 1.5e-2) << "rms_norm_matmul (q|k|v), int8 activations";
+    EXPECT_LE(rel_diff(o4, o5), 1.5e-2) << "rms_norm_swiglu, int8 activations";
+    EXPECT_LE(rel_diff(x4, x5), 1.5e-2) << "matmul_add, int8 activations";
+  }
   if (type == GgmlType::F32) {
     Net cpu_net = make(*cpu);
     const auto [q3, o3, x3] = run(*cpu, cpu_net, false);

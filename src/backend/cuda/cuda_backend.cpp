@@ -188,6 +188,9 @@ class CudaBackend final : public Backend {
     t.row_bytes = ggml_row_bytes(type, cols);
     const size_t bytes = t.row_bytes * size_t(rows);
     t.data = weight_memory(bytes);
+    // A model with 16-bit or quantized matrices gets f16 tensor-core attention (its error is far
+    // below the weights' rounding); an all-F32 model keeps fp32-accurate (3xTF32) attention.
+    if (type != GgmlType::F32) attention_precision_ = cuda::AttentionPrecision::F16;
     CERA_CUDA_CHECK(cudaMemcpy(t.data, data, bytes, cudaMemcpyHostToDevice));
     return t;
   }
@@ -421,7 +424,7 @@ class CudaBackend final : public Backend {
   // larger steps run the plain ops (GEMM), with the residual add as the GEMM's beta = 1.
   void rms_norm_matmul(const Tensor& x, const Tensor& norm_w, float eps, Tensor normed, std::span<const Tensor> ws,
                        std::span<Tensor> ys) override {
-    if (x.rows > kMatvecRows) return Backend::rms_norm_matmul(x, norm_w, eps, normed, ws, ys);
+    if (x.rows > kMatvecRows || !options_.fuse) return Backend::rms_norm_matmul(x, norm_w, eps, normed, ws, ys);
     if (!begin_op("matvec (+norm)")) return;
     cuda::MatvecFusion f;
     f.norm_w = norm_w.f32();
@@ -431,7 +434,7 @@ class CudaBackend final : public Backend {
 
   void rms_norm_swiglu(const Tensor& x, const Tensor& norm_w, float eps, Tensor normed, const Tensor& gate,
                        const Tensor& up, Tensor gate_up, Tensor out) override {
-    if (x.rows > kMatvecRows || !follows(gate, up) || gate.rows != up.rows)
+    if (x.rows > kMatvecRows || !options_.fuse || !follows(gate, up) || gate.rows != up.rows)
       return Backend::rms_norm_swiglu(x, norm_w, eps, normed, gate, up, gate_up, out);
     if (!begin_op("matvec (+norm, swiglu)")) return;
     cuda::MatvecFusion f;
@@ -444,6 +447,7 @@ class CudaBackend final : public Backend {
   }
 
   void matmul_add(const Tensor& a, const Tensor& w, float s, Tensor product, Tensor x) override {
+    if (!options_.fuse) return Backend::matmul_add(a, w, s, product, x);
     if (!begin_op(a.rows <= kMatvecRows ? "matvec (+residual)" : "matmul (gemm, +residual)")) return;
     if (a.rows <= kMatvecRows) {
       cuda::MatvecFusion f;
@@ -491,7 +495,8 @@ class CudaBackend final : public Backend {
       cuda::attention_decode(kv, view_, n_tokens_, q.f32(), stride(q), out.f32(), stride(out), sh,
                              partial_.as<float>(), stream_);
     else
-      cuda::attention_prefill(kv, view_, n_tiles_, q.f32(), stride(q), out.f32(), stride(out), sh, stream_);
+      cuda::attention_prefill(kv, view_, n_tiles_, q.f32(), stride(q), out.f32(), stride(out), sh, stream_,
+                              attention_precision_);
   }
 
   void short_conv(int32_t layer, const Tensor& bcx, const Tensor& w, Tensor out) override {
@@ -565,7 +570,8 @@ class CudaBackend final : public Backend {
     }
   }
 
-  void matvec(const Tensor& x, const Tensor& w, const Tensor& y, const cuda::MatvecFusion& f) {
+  void matvec(const Tensor& x, const Tensor& w, const Tensor& y, cuda::MatvecFusion f) {
+    f.prefetch = options_.prefetch;
     cuda::matvec(w.type, w.data, w.rows, w.cols, w.row_bytes, x.f32(), stride(x), rows(x), y.f32(), stride(y),
                  stream_, f);
   }
@@ -685,6 +691,7 @@ class CudaBackend final : public Backend {
   StepKey capture_key_{};
   CudaGraph* replay_ = nullptr;
 
+  cuda::AttentionPrecision attention_precision_ = cuda::AttentionPrecision::F32;
   DeviceBuffer partial_;  // decode attention's split results
   std::map<std::tuple<int32_t, float, float, const float*>, DeviceBuffer> rope_tables_;
   PinnedBuffer read_host_, shift_host_, argmax_host_;
@@ -719,7 +726,13 @@ std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options) {
                                                 std::to_string(n) + " found: cuda:0" +
                                                 (n > 1 ? " .. cuda:" + std::to_string(n - 1) : std::string()) + ")");
   CudaBackendOptions o = options;
-  if (const char* g = std::getenv("CERA_CUDA_GRAPHS"); g && std::string(g) == "0") o.use_graphs = false;
+  auto off = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v && std::string(v) == "0";
+  };
+  if (off("CERA_CUDA_GRAPHS")) o.use_graphs = false;
+  if (off("CERA_CUDA_FUSE")) o.fuse = false;          // A/B: the plain ops instead of the fused ones
+  if (off("CERA_CUDA_PREFETCH")) o.prefetch = false;  // A/B: no L2 prefetch before the PDL wait
   return std::make_unique<CudaBackend>(o);
 }
 

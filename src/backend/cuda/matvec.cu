@@ -74,6 +74,7 @@ struct Fusion {
   float norm_eps;
   int out;               // MatvecFusion::Out
   float scale;
+  bool prefetch;
 };
 
 // inv[t] = 1 / sqrt(mean(x[t]²) + eps) for the first n_valid of NX rows (all threads get it).
@@ -103,20 +104,22 @@ __device__ void block_inv_rms(const float* x, int64_t x_stride, int64_t k, float
   __syncthreads();  // red is reused by the final reduction
 }
 
+// x from global memory through the read-only path, or (in_smem) the block's normalised copy.
 template <int NX>
-__device__ __forceinline__ void load_x8(const float* x, int64_t x_stride, int64_t e, bool x_vec, float xv[NX][8]) {
+__device__ __forceinline__ void load_x8(const float* x, int64_t x_stride, int64_t e, bool x_vec, float xv[NX][8],
+                                        bool in_smem) {
 #pragma unroll
   for (int t = 0; t < NX; ++t) {
     const float* p = x + t * x_stride + e;
     if (x_vec) {
-      // Plain loads: x may be in shared memory (the normalised copy), where __ldg does not apply.
-      const float4 a = *reinterpret_cast<const float4*>(p);
-      const float4 b = *(reinterpret_cast<const float4*>(p) + 1);
+      const float4 a = in_smem ? *reinterpret_cast<const float4*>(p) : __ldg(reinterpret_cast<const float4*>(p));
+      const float4 b =
+          in_smem ? *(reinterpret_cast<const float4*>(p) + 1) : __ldg(reinterpret_cast<const float4*>(p) + 1);
       xv[t][0] = a.x, xv[t][1] = a.y, xv[t][2] = a.z, xv[t][3] = a.w;
       xv[t][4] = b.x, xv[t][5] = b.y, xv[t][6] = b.z, xv[t][7] = b.w;
     } else {
 #pragma unroll
-      for (int j = 0; j < 8; ++j) xv[t][j] = p[j];
+      for (int j = 0; j < 8; ++j) xv[t][j] = in_smem ? p[j] : __ldg(p + j);
     }
   }
 }
@@ -202,7 +205,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
       rows[r] = w + size_t(i) * row_bytes;
     }
     if constexpr (S::kFloat) {
-      if (!waited)  // weights first: they do not depend on the previous kernel
+      if (!waited && f.prefetch)  // weights first: they do not depend on the previous kernel
 #pragma unroll
         for (int r = 0; r < R; ++r) prefetch_l2(rows[r], size_t(k) * (T == GgmlType::F32 ? 4 : 2));
     }
@@ -237,7 +240,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
           const int64_t e = e_tile + 8 * (lane + 32 * u);
           if (e >= k) continue;
           float xv[NX][8];
-          load_x8<NX>(xs, xs_stride, e, xs_vec, xv);
+          load_x8<NX>(xs, xs_stride, e, xs_vec, xv, xs != x);
 #pragma unroll
           for (int r = 0; r < R; ++r) {
             float wv[8];
@@ -292,7 +295,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
           const int64_t e = e_tile + 8 * c;
           if (e >= k) continue;
           float xv[NX][8];
-          load_x8<NX>(xs, xs_stride, e, xs_vec, xv);
+          load_x8<NX>(xs, xs_stride, e, xs_vec, xv, xs != x);
           float xsum[NX];
           if constexpr (B::kHasBias) {
 #pragma unroll
@@ -493,7 +496,7 @@ void matvec(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_
     throw Error(ErrorCode::InvalidArgument, "cuda matvec: k is not a multiple of the block size");
   if (fusion.out == MatvecFusion::Out::SwiGLU && n_rows % 2 != 0)
     throw Error(ErrorCode::InvalidArgument, "cuda matvec: SwiGLU needs an even number of rows (gate; up)");
-  const Fusion f{fusion.norm_w, fusion.norm_eps, int(fusion.out), fusion.scale};
+  const Fusion f{fusion.norm_w, fusion.norm_eps, int(fusion.out), fusion.scale, fusion.prefetch};
   // The int8 (dp4a) kernel for Q4_0/Q8_0 where it measured faster on the H200: products that stage
   // x once per block anyway (norm, SwiGLU) and large heads; not k = 8192 (its x staging costs more
   // than it saves) nor the small residual products.

@@ -35,6 +35,8 @@ struct MatvecFusion {
     SwiGLU,      // W is [gate; up] (n_rows = 2F, gate rows first): y[t][j] = silu(v[t][j]) · v[t][F + j], j < F
   } out = Out::Store;
   float scale = 1.f;
+  // Whether blocks pull their weight rows into L2 before waiting for the previous kernel (PDL).
+  bool prefetch = true;
 };
 
 // y[t][n] = Σ_k W[n][k] · x[t][k] for t < n_x_rows (1 ≤ n_x_rows ≤ kMaxMatvecRows), n < n_rows.
