@@ -732,7 +732,7 @@ std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options) {
   };
   if (off("CERA_CUDA_GRAPHS")) o.use_graphs = false;
   if (off("CERA_CUDA_FUSE")) o.fuse = false;          // A/B: the plain ops instead of the fused ones
-  if (off("CERA_CUDA_PREFETCH")) o.prefetch = false;  // A/B: no L2 prefetch before the PDL wait
+  if (const char* p = std::getenv("CERA_CUDA_PREFETCH"); p && std::string(p) == "1") o.prefetch = true;  // A/B
   return std::make_unique<CudaBackend>(o);
 }
 

@@ -13,7 +13,7 @@ struct CudaBackendOptions {
   int device = 0;          // CUDA device ordinal
   bool use_graphs = true;  // capture each decode step shape once and replay it (CERA_CUDA_GRAPHS=0: off)
   bool fuse = true;        // fused decode ops (norm/SwiGLU/residual in the matvec; CERA_CUDA_FUSE=0: off)
-  bool prefetch = true;    // matvec blocks prefetch weights to L2 before the PDL wait (CERA_CUDA_PREFETCH=0: off)
+  bool prefetch = false;   // matvec blocks prefetch weights to L2 before the PDL wait (CERA_CUDA_PREFETCH=1: on)
 };
 
 // Empty when a CUDA device can be used; otherwise why not ("built without CUDA", "no CUDA driver", ...).

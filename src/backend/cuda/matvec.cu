@@ -145,7 +145,10 @@ __device__ __forceinline__ void float_chunk(const uint4* raw, float w[8]) {
   }
 }
 
-template <GgmlType T, int NX>
+// kNorm: the norm prologue, paid once per block, so blocks loop over row groups (the launch makes
+// as many blocks as fit at once); without it a block owns one row group, as small as possible, so
+// the grid spreads the weight stream over every SM from the first instruction.
+template <GgmlType T, int NX, bool kNorm>
 __global__ void __launch_bounds__(kMaxWarps * 32)
     matvec_kernel(const uint8_t* __restrict__ w, int64_t n_rows, int64_t k, size_t row_bytes,
                   const float* __restrict__ x, int64_t x_stride, bool x_vec, float* __restrict__ y,
@@ -175,7 +178,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
     if (waited) return;
     waited = true;
     pdl_wait();
-    if (f.norm_w) {
+    if constexpr (kNorm) {
       float inv[NX];
       block_inv_rms<NX>(x, x_stride, k, f.norm_eps, inv, red);
       for (int64_t i = threadIdx.x; i < k; i += blockDim.x) {
@@ -190,7 +193,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
     }
   };
 
-  for (int64_t group = blockIdx.x; group < n_groups; group += gridDim.x) {
+  auto process_group = [&](int64_t group) {
     // The group's weight rows: R consecutive ones, or with SwiGLU R/2 gate rows and the matching up
     // rows. A tail group repeats the last row (its results are not stored).
     const int64_t row0 = group * per_group;
@@ -205,7 +208,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
       rows[r] = w + size_t(i) * row_bytes;
     }
     if constexpr (S::kFloat) {
-      if (!waited && f.prefetch)  // weights first: they do not depend on the previous kernel
+      if (f.prefetch && !waited)  // weights first: they do not depend on the previous kernel
 #pragma unroll
         for (int r = 0; r < R; ++r) prefetch_l2(rows[r], size_t(k) * (T == GgmlType::F32 ? 4 : 2));
     }
@@ -355,9 +358,14 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
         else *out = s;
       }
     }
-    __syncthreads();  // red is rewritten by the next group
+    if constexpr (kNorm) __syncthreads();  // red is rewritten by the next group
+  };
+  if constexpr (kNorm) {
+    for (int64_t group = blockIdx.x; group < n_groups; group += gridDim.x) process_group(group);
+    wait_for_inputs();  // a block without a group still waits (pdl.h)
+  } else {
+    process_group(blockIdx.x);  // the grid has exactly n_groups blocks
   }
-  wait_for_inputs();  // a block without a group still waits (pdl.h)
 }
 
 // Float rows that are not 16-byte aligned (or k % 8 != 0): one warp per row, scalar loads. Rare
@@ -432,11 +440,19 @@ void launch_nx(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const
     warps = std::min(wq, warps);
   }
   size_t smem = size_t(warps) * S::kRows * (NX * sizeof(float) + stage_slot<T>());
-  if (f.norm_w) {
+  const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && x_stride % 4 == 0;
+  if (!f.norm_w) {
+    launch_pdl(matvec_kernel<T, NX, false>, dim3(unsigned(blocks)), dim3(unsigned(warps * 32)), smem, stream,
+               static_cast<const uint8_t*>(w), n_rows, k, row_bytes, x, x_stride, x_vec, y, y_stride, f);
+    return;
+  }
+  if constexpr (NX > 2) {
+    throw Error(ErrorCode::Unsupported, "cuda matvec: the norm prologue is built for 1 or 2 rows of x");
+  } else {
     // The norm prologue is paid once per block: as many blocks as fit on the GPU at once, each
     // looping over row groups, with the normalised x rows in shared memory.
     smem += size_t(NX) * size_t(k) * sizeof(float);
-    auto kernel = matvec_kernel<T, NX>;
+    auto kernel = matvec_kernel<T, NX, true>;
     if (smem > 48 * 1024) {
       static int raised = 0;  // per instantiation; the attribute is per function
       if (raised < int(smem))
@@ -449,10 +465,9 @@ void launch_nx(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const
       throw Error(ErrorCode::Unsupported, "cuda matvec: the normalised activations (" + std::to_string(smem) +
                                               " bytes) do not fit in shared memory");
     blocks = std::min<int64_t>(groups, int64_t(sm_count()) * per_sm);
+    launch_pdl(kernel, dim3(unsigned(blocks)), dim3(unsigned(warps * 32)), smem, stream,
+               static_cast<const uint8_t*>(w), n_rows, k, row_bytes, x, x_stride, x_vec, y, y_stride, f);
   }
-  const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && x_stride % 4 == 0;
-  launch_pdl(matvec_kernel<T, NX>, dim3(unsigned(blocks)), dim3(unsigned(warps * 32)), smem, stream,
-             static_cast<const uint8_t*>(w), n_rows, k, row_bytes, x, x_stride, x_vec, y, y_stride, f);
 }
 
 template <GgmlType T>
