@@ -99,15 +99,17 @@ StepInputs make_step(const std::vector<Seq>& seqs, std::vector<int32_t>& tokens,
 // difference is where the norm is rounded (≤ a few ulp per activation) — a wrong row pairing, a
 // missed norm or a lost residual shows up as O(0.1..1). With F32 weights the CPU backend's defaults
 // are checked too. Decode sizes (1, 2 rows: fused matvec) and a GEMM size (6 rows).
-using FusedCase = std::tuple<GgmlType, int64_t>;
+// Both with the norm in the matvec's prologue (fuse_norm) and as its own kernel (the default).
+using FusedCase = std::tuple<GgmlType, int64_t, bool>;
 class CudaFused : public ::testing::TestWithParam<FusedCase> {};
 
 TEST_P(CudaFused, FusedOpsMatchPlainOps) {
   CERA_REQUIRE_CUDA();
-  const auto [type, R] = GetParam();
+  const auto [type, R, fuse_norm] = GetParam();
   auto cpu = make_cpu_backend({2});
   CudaBackendOptions o;
   o.use_graphs = false;
+  o.fuse_norm = fuse_norm;
   auto gpu = make_cuda_backend(o);
   const int64_t D = 512, F = 768, Q = 384, KV = 128;  // k of every product a multiple of 256
   std::deque<std::vector<uint8_t>> kept;            // weights used in place by the CPU backend
@@ -189,10 +191,11 @@ TEST_P(CudaFused, FusedOpsMatchPlainOps) {
 INSTANTIATE_TEST_SUITE_P(TypesAndRows, CudaFused,
                          ::testing::Combine(::testing::Values(GgmlType::F32, GgmlType::BF16, GgmlType::Q4_0,
                                                               GgmlType::Q8_0, GgmlType::Q6_K),
-                                            ::testing::Values(int64_t(1), int64_t(2), int64_t(6))),
+                                            ::testing::Values(int64_t(1), int64_t(2), int64_t(6)), ::testing::Bool()),
                          [](const auto& info) {
                            return std::string(ggml_type_name(std::get<0>(info.param))) + "_rows" +
-                                  std::to_string(std::get<1>(info.param));
+                                  std::to_string(std::get<1>(info.param)) +
+                                  (std::get<2>(info.param) ? "_norm_in_matvec" : "");
                          });
 
 class CudaNorms : public ::testing::TestWithParam<int64_t> {};

@@ -14,7 +14,7 @@ grep -hE "^\[  FAILED|Failure$|exception|Expected|actual|Which is" "$out/tests.l
 grep -hE "^\[  PASSED|tests ran" "$out/tests.log"
 for i in $(seq 90); do [ -f $m/ready ] && break; sleep 1; done
 for t in BF16 Q4_0; do
-  for cfg in "" "CERA_CUDA_PDL=0" "CERA_CUDA_PREFETCH=1" "CERA_CUDA_FUSE=0" "CERA_CUDA_FUSE=0 CERA_CUDA_PDL=0" \
+  for cfg in "" "CERA_CUDA_PDL=0" "CERA_CUDA_FUSE_NORM=1" "CERA_CUDA_FUSE=0" "CERA_CUDA_FUSE=0 CERA_CUDA_PDL=0" \
              "CERA_MATVEC_FAST=0" "CERA_MATVEC_FAST=0 CERA_CUDA_PDL=0"; do
     r=$(env $cfg timeout 60 cera bench --device cuda -m $m/1.2b-$t.gguf -p 0 -n 128 -r 3 2>&1 | grep tg128 | cut -d'|' -f7,8)
     echo "$t ${cfg:-default}: $r" | tee -a "$out/matrix.log"

@@ -420,11 +420,13 @@ class CudaBackend final : public Backend {
     });
   }
 
-  // ---- fused ops: at decode sizes the norm, the SwiGLU and the residual add ride on the matvec;
-  // larger steps run the plain ops (GEMM), with the residual add as the GEMM's beta = 1.
+  // ---- fused ops: at decode sizes the SwiGLU and the residual add ride on the matvec's epilogue
+  // (and, with fuse_norm, the norm on its prologue); larger steps run the plain ops (GEMM), with the
+  // residual add as the GEMM's beta = 1.
   void rms_norm_matmul(const Tensor& x, const Tensor& norm_w, float eps, Tensor normed, std::span<const Tensor> ws,
                        std::span<Tensor> ys) override {
-    if (x.rows > kMatvecRows || !options_.fuse) return Backend::rms_norm_matmul(x, norm_w, eps, normed, ws, ys);
+    if (x.rows > kMatvecRows || !options_.fuse || !options_.fuse_norm)
+      return Backend::rms_norm_matmul(x, norm_w, eps, normed, ws, ys);
     if (!begin_op("matvec (+norm)")) return;
     cuda::MatvecFusion f;
     f.norm_w = norm_w.f32();
@@ -436,14 +438,20 @@ class CudaBackend final : public Backend {
                        const Tensor& up, Tensor gate_up, Tensor out) override {
     if (x.rows > kMatvecRows || !options_.fuse || !follows(gate, up) || gate.rows != up.rows)
       return Backend::rms_norm_swiglu(x, norm_w, eps, normed, gate, up, gate_up, out);
-    if (!begin_op("matvec (+norm, swiglu)")) return;
     cuda::MatvecFusion f;
-    f.norm_w = norm_w.f32();
-    f.norm_eps = eps;
     f.out = cuda::MatvecFusion::Out::SwiGLU;
+    const Tensor* in = &x;
+    if (options_.fuse_norm) {
+      f.norm_w = norm_w.f32();
+      f.norm_eps = eps;
+    } else {
+      rms_norm(x, norm_w, eps, normed);
+      in = &normed;
+    }
+    if (!begin_op(options_.fuse_norm ? "matvec (+norm, swiglu)" : "matvec (+swiglu)")) return;
     Tensor w = gate;
     w.rows += up.rows;  // [gate; up], adjacent in the weight arena
-    matvec(x, w, out, f);
+    matvec(*in, w, out, f);
   }
 
   void matmul_add(const Tensor& a, const Tensor& w, float s, Tensor product, Tensor x) override {
@@ -732,6 +740,7 @@ std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options) {
   };
   if (off("CERA_CUDA_GRAPHS")) o.use_graphs = false;
   if (off("CERA_CUDA_FUSE")) o.fuse = false;          // A/B: the plain ops instead of the fused ones
+  if (const char* p = std::getenv("CERA_CUDA_FUSE_NORM"); p && std::string(p) == "1") o.fuse_norm = true;  // A/B
   if (const char* p = std::getenv("CERA_CUDA_PREFETCH"); p && std::string(p) == "1") o.prefetch = true;  // A/B
   return std::make_unique<CudaBackend>(o);
 }

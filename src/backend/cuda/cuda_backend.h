@@ -12,7 +12,11 @@ namespace cera {
 struct CudaBackendOptions {
   int device = 0;          // CUDA device ordinal
   bool use_graphs = true;  // capture each decode step shape once and replay it (CERA_CUDA_GRAPHS=0: off)
-  bool fuse = true;        // fused decode ops (norm/SwiGLU/residual in the matvec; CERA_CUDA_FUSE=0: off)
+  bool fuse = true;        // fused decode ops (SwiGLU/residual in the matvec; CERA_CUDA_FUSE=0: off)
+  // The norm in the matvec's prologue too (CERA_CUDA_FUSE_NORM=1). Off: on the H200 the prologue
+  // delayed each block's weight stream by more than the separate norm kernel costs (LFM2-1.2B BF16
+  // decode 935 vs 1038 tokens/s).
+  bool fuse_norm = false;
   bool prefetch = false;   // matvec blocks prefetch weights to L2 before the PDL wait (CERA_CUDA_PREFETCH=1: on)
 };
 
