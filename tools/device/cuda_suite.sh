@@ -17,7 +17,7 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv,noh
       cera quantize "/tmp/$s-BF16.gguf" "/tmp/$s-Q4_0.gguf" Q4_0 >/dev/null 2>&1 && rm -rf "/tmp/hf-$s"
   done; touch /tmp/dense-ready ) &
 
-(cd /tmp && timeout 150 test_backend_cuda --gtest_filter="$filter" >"$out/tests.log" 2>&1)
+(cd /tmp && timeout 240 test_backend_cuda --gtest_filter="$filter" >"$out/tests.log" 2>&1)
 echo "tests rc=$?"
 grep -hE "^\[  FAILED|Failure$|exception|margin|Expected|actual|Which is" "$out/tests.log" | head -30
 grep -hE "^\[  PASSED|tests ran" "$out/tests.log"
@@ -26,18 +26,21 @@ grep -h "cuda " "$out/tests.log" | grep -E "decode_batch" | head
 m=/tmp/synth; mkdir -p $m
 timeout 60 cera-synth --shape lfm2-1.2b --type bf16 -o $m/1.2b-BF16.gguf >/dev/null 2>&1
 timeout 30 cera-synth --shape lfm2-350m --type bf16 -o $m/350m-BF16.gguf >/dev/null 2>&1
-for f in 1.2b 350m; do timeout 30 cera quantize $m/$f-BF16.gguf $m/$f-Q4_0.gguf Q4_0 >/dev/null 2>&1; done
-bench() { timeout 90 cera bench --device cuda "$@" 2>&1 | grep -vE -- '^\| (---|model)' | tee -a "$out/bench.log"; }
+for t in Q4_0 Q8_0 Q4_K_M; do timeout 60 cera quantize $m/1.2b-BF16.gguf $m/1.2b-$t.gguf $t >/dev/null 2>&1; done
+timeout 30 cera quantize $m/350m-BF16.gguf $m/350m-Q4_0.gguf Q4_0 >/dev/null 2>&1
+bench() { timeout 150 cera bench --device cuda "$@" 2>&1 | grep -vE -- '^\| (---|model)' | tee -a "$out/bench.log"; }
+# Prefill steps are the GPU default (4096 tokens); "-b 512" rows match llama.cpp's ubatch.
 for t in BF16 Q4_0; do bench -m $m/1.2b-$t.gguf -p 512,4096 -n 128 -r 3 --parallel 1,8,32,64,128; done
+for t in Q8_0 Q4_K_M; do bench -m $m/1.2b-$t.gguf -p 512,4096 -n 128 -r 3; done
+for t in BF16 Q4_0; do echo "## -b 512" | tee -a "$out/bench.log"; bench -m $m/1.2b-$t.gguf -p 4096 -n 0 -r 3 -b 512; done
 for t in BF16 Q4_0; do bench -m $m/350m-$t.gguf -p 4096 -n 128 -r 3; done
-CERA_CUDA_ATTENTION=simt bench -m $m/1.2b-BF16.gguf -p 4096 -n 0 -r 3
 # Where a decode step's time goes (eager launches behind a GPU hold, see cuda_backend.cpp).
 for t in BF16 Q4_0; do
   echo "## profile: lfm2-1.2b $t, tg32 (decode)" | tee -a "$out/profile.log"
   CERA_CUDA_GRAPHS=0 CERA_CUDA_PROFILE=1 timeout 60 cera bench --device cuda -m $m/1.2b-$t.gguf -p 0 -n 32 -r 1 2>&1 |
     grep -vE '^\|' | tee -a "$out/profile.log"
 done
-echo "## profile: lfm2-1.2b BF16, pp4096 (-b 512)" | tee -a "$out/profile.log"
+echo "## profile: lfm2-1.2b BF16, pp4096" | tee -a "$out/profile.log"
 CERA_CUDA_PROFILE=1 timeout 60 cera bench --device cuda -m $m/1.2b-BF16.gguf -p 4096 -n 0 -r 1 2>&1 |
   grep -vE '^\|' | tee -a "$out/profile.log"
 for i in $(seq 60); do [ -f /tmp/dense-ready ] && break; sleep 1; done

@@ -20,6 +20,7 @@
 // Launched with PDL: a block starts streaming its first weight tile before it waits for the
 // previous kernel (pdl.h), so the weight stream does not stop between kernels.
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "backend/cuda/check.h"
@@ -512,10 +513,16 @@ void matvec(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_
   if (fusion.out == MatvecFusion::Out::SwiGLU && n_rows % 2 != 0)
     throw Error(ErrorCode::InvalidArgument, "cuda matvec: SwiGLU needs an even number of rows (gate; up)");
   const Fusion f{fusion.norm_w, fusion.norm_eps, int(fusion.out), fusion.scale, fusion.prefetch};
-  // The int8 (dp4a) kernel for Q4_0/Q8_0 where it measured faster on the H200: products that stage
-  // x once per block anyway (norm, SwiGLU) and large heads; not k = 8192 (its x staging costs more
-  // than it saves) nor the small residual products.
-  const bool prefer_fast = k <= 4096 && (fusion.norm_w || fusion.out == MatvecFusion::Out::SwiGLU || n_rows >= 8192);
+  // The int8 (dp4a) kernel for Q4_0/Q8_0, opt-in (CERA_MATVEC_FAST=1): alone it streams the large
+  // products up to 2x faster (bench/cuda_matvec_bench), but a whole LFM2-1.2B Q4_0 decode step
+  // measured slower with it (1027 vs 1208 tokens/s on the H200). Where it is on: products that
+  // stage x once per block anyway (norm, SwiGLU) and large heads, not k = 8192.
+  static const bool opted_in = [] {
+    const char* v = std::getenv("CERA_MATVEC_FAST");
+    return v && std::string(v) == "1";
+  }();
+  const bool prefer_fast = opted_in && k <= 4096 &&
+                           (fusion.norm_w || fusion.out == MatvecFusion::Out::SwiGLU || n_rows >= 8192);
   if (prefer_fast && matvec_quant_fast(type, w, n_rows, k, row_bytes, x, x_stride, n_x_rows, y, y_stride, stream, fusion))
     return;
   switch (type) {

@@ -30,6 +30,7 @@ bool matvec_quant_fast(GgmlType type, const void* w, int64_t n_rows, int64_t k, 
 
 // Turns matvec_quant_fast off (it then returns false for everything) or back on, process-wide; the
 // initial state is on unless the environment has CERA_MATVEC_FAST=0. For A/B runs and benchmarks.
+// cuda::matvec calls it only when the environment opts in with CERA_MATVEC_FAST=1 (see matvec.cu).
 void matvec_quant_fast_enable(bool on);
 bool matvec_quant_fast_enabled();
 
