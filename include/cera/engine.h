@@ -159,6 +159,15 @@ class Engine {
   // move sessions × n_vocab logits to the host every step. last_logits() is empty afterwards.
   void decode_batch_greedy(std::span<Session* const> sessions, std::span<const int32_t> tokens,
                            std::span<int32_t> next_tokens);
+  // n_steps of decode_batch_greedy in a row, each step appending the previous one's tokens:
+  // step 0 appends tokens[i] to sessions[i]; out_tokens[k·n + i] (n = sessions.size()) is the token
+  // session i chose at step k, which step k + 1 appends (the last step's choice is not appended).
+  // The same tokens as n_steps calls of decode_batch_greedy, but pipelined where the backend feeds
+  // each step's argmax back on the device (CUDA): the host launches step k + 1 and does step k's
+  // bookkeeping while the device runs, so the device does not wait for the host between steps.
+  // Errors as decode_batch; on an error the sessions hold every step that ran.
+  void generate_greedy_batch(std::span<Session* const> sessions, std::span<const int32_t> tokens, int32_t n_steps,
+                             std::span<int32_t> out_tokens);
 
  private:
   friend class Session;
@@ -168,6 +177,8 @@ class Engine {
   // decode_batch and decode_batch_greedy: next_tokens empty asks for the logits.
   void decode_batch_impl(std::span<Session* const> sessions, std::span<const int32_t> tokens,
                          std::span<int32_t> next_tokens);
+  // The checks decode_batch makes on its arguments.
+  void check_batch(std::span<Session* const> sessions, std::span<const int32_t> tokens) const;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -10,6 +10,7 @@
 // same token count: a CUDA backend records it once per bucket and replays it.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "cera/error.h"
 #include "format/ggml_type.h"
 
 namespace cera {
@@ -55,10 +57,13 @@ struct StepSequence {
 };
 
 struct StepInputs {
-  std::span<const int32_t> tokens;     // [T]
+  // [T]. With tokens_from_argmax, ignored (may be empty): token t is row t of the last
+  // argmax_rows_async result, read where it was computed (device-side feedback, no host round trip).
+  std::span<const int32_t> tokens;
   std::span<const int32_t> positions;  // [T]
   std::span<const StepSequence> sequences;
   std::span<const int32_t> output_rows;  // batch rows whose logits are wanted, in output order
+  bool tokens_from_argmax = false;
 };
 
 // What per-sequence state the model needs; the backend allocates the memory, the runtime decides
@@ -120,6 +125,25 @@ class Backend {
   // values are the row's own, so every backend gives identical results. Throws
   // Error(InvalidArgument) unless 1 ≤ k ≤ min(cols, kMaxTopK). Ends the step like read().
   virtual void top_k_rows(const Tensor& t, int32_t k, float* host_values, int32_t* host_ids) = 0;
+
+  // Pipelined greedy decoding (Engine::generate_greedy_batch). argmax_rows_async ends the step like
+  // argmax_rows but does not wait: the ids come back through argmax_rows_wait (oldest first; at most
+  // two outstanding), and the next step may take them as its tokens without a host round trip
+  // (StepInputs::tokens_from_argmax), so the host prepares step k+1 while the device runs step k.
+  // Backends that cannot overlap say so with feeds_back_argmax() == false; the engine then waits
+  // for every step. The default runs argmax_rows at once and queues the result.
+  virtual bool feeds_back_argmax() const { return false; }
+  virtual void argmax_rows_async(const Tensor& t) {
+    if (pending_argmax_.size() >= 2) throw Error(ErrorCode::Internal, "argmax_rows_async: two results already pending");
+    last_argmax_.resize(static_cast<size_t>(t.rows));
+    argmax_rows(t, last_argmax_.data());
+    pending_argmax_.push_back(last_argmax_);
+  }
+  virtual void argmax_rows_wait(int32_t* host) {
+    if (pending_argmax_.empty()) throw_no_pending_argmax();
+    std::copy(pending_argmax_.front().begin(), pending_argmax_.front().end(), host);
+    pending_argmax_.erase(pending_argmax_.begin());
+  }
 
   // ---- ops (all on the current step's T rows unless the tensor says fewer)
   // out[t] = table row tokens[t] (dequantized).
@@ -186,6 +210,18 @@ class Backend {
     if (s != 1.f) scale(product, s);
     add(x, product);
   }
+
+ protected:
+  // The default argmax_rows_async's last result: what a backend that computes on the host feeds
+  // to a step with tokens_from_argmax.
+  const std::vector<int32_t>& last_async_argmax() const { return last_argmax_; }
+
+ private:
+  [[noreturn]] static void throw_no_pending_argmax() {
+    throw Error(ErrorCode::Internal, "argmax_rows_wait without a pending argmax_rows_async");
+  }
+  std::vector<std::vector<int32_t>> pending_argmax_;  // the default argmax_rows_async's queue
+  std::vector<int32_t> last_argmax_;
 };
 
 }  // namespace cera

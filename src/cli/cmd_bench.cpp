@@ -137,14 +137,13 @@ Command add_bench_command(CLI::App& app) {
                   sessions.back()->append(prompt);
                   batch.push_back(sessions.back().get());
                 }
-                // Greedy generation of every sequence, the argmax taken where the model runs.
-                std::vector<int32_t> tokens(static_cast<size_t>(n_seq)), next(static_cast<size_t>(n_seq));
+                // Greedy generation of every sequence, the argmax taken where the model runs and (on
+                // a GPU) fed back there, the host preparing each step while the previous one runs.
+                std::vector<int32_t> tokens(static_cast<size_t>(n_seq));
+                std::vector<int32_t> chosen(static_cast<size_t>(n_seq) * static_cast<size_t>(gen_parallel));
                 for (auto& t : tokens) t = any_token(rng);
                 const auto t0 = clock::now();
-                for (int32_t step = 0; step < gen_parallel; ++step) {
-                  engine->decode_batch_greedy(batch, tokens, next);
-                  std::swap(tokens, next);
-                }
+                engine->generate_greedy_batch(batch, tokens, gen_parallel, chosen);
                 const double s = std::chrono::duration<double>(clock::now() - t0).count();
                 if (r >= 0) tps.push_back(double(n_seq) * gen_parallel / s);
               }

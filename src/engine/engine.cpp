@@ -169,7 +169,7 @@ void Engine::Impl::reserve_evicting(int32_t seq_id, int32_t n_tokens) {
   }
 }
 
-Tensor Engine::Impl::run_step(std::span<const SeqInput> inputs) {
+Tensor Engine::Impl::run_step(std::span<const SeqInput> inputs, bool tokens_from_argmax) {
   std::vector<int32_t> tokens, positions, output_rows;
   std::vector<StepSequence> seqs;
   for (const SeqInput& in : inputs) {
@@ -196,6 +196,10 @@ Tensor Engine::Impl::run_step(std::span<const SeqInput> inputs) {
     }
   }
   StepInputs si{tokens, positions, seqs, output_rows};
+  if (tokens_from_argmax) {  // the backend feeds the last argmax back itself; in.tokens are placeholders
+    si.tokens = {};
+    si.tokens_from_argmax = true;
+  }
   ++step_count;
   backend->set_step(si);
   return model->forward(int32_t(tokens.size()), int32_t(output_rows.size()));

@@ -51,7 +51,9 @@ struct Engine::Impl {
   Tensor step_top_k(std::span<const SeqInput> inputs, int32_t k, std::vector<float>& values,
                     std::vector<int32_t>& ids, std::vector<float>* hidden_out = nullptr);
   // Shared by all: validates, reserves KV, runs the forward; returns the output logits tensor.
-  Tensor run_step(std::span<const SeqInput> inputs);
+  // With tokens_from_argmax the step's tokens are the backend's last argmax_rows_async result (each
+  // input's tokens then only say how many: one).
+  Tensor run_step(std::span<const SeqInput> inputs, bool tokens_from_argmax = false);
   uint64_t step_count = 0;  // forward steps run (run_step)
   // Session::generate samples from the device's top-k when that gives the same draws (tests turn
   // it off to compare); top_k_steps counts the steps that read only the top k.

@@ -132,13 +132,76 @@ void Engine::decode_batch_greedy(std::span<Session* const> sessions, std::span<c
   decode_batch_impl(sessions, tokens, next_tokens);
 }
 
-void Engine::decode_batch_impl(std::span<Session* const> sessions, std::span<const int32_t> tokens,
-                               std::span<int32_t> next_tokens) {
+void Engine::generate_greedy_batch(std::span<Session* const> sessions, std::span<const int32_t> tokens,
+                                   int32_t n_steps, std::span<int32_t> out_tokens) {
+  const size_t n = sessions.size();
+  if (n_steps < 0 || out_tokens.size() != size_t(n_steps) * n)
+    throw Error(ErrorCode::InvalidArgument, "generate_greedy_batch: out_tokens must hold n_steps x sessions entries");
+  check_batch(sessions, tokens);
+  if (n_steps == 0) return;
+  Impl& e = *impl_;
+  auto chosen = [&](int32_t k) { return out_tokens.subspan(size_t(k) * n, n); };
+  if (!e.backend->feeds_back_argmax()) {  // nothing to overlap: one step after the other
+    decode_batch_greedy(sessions, tokens, chosen(0));
+    for (int32_t k = 1; k < n_steps; ++k) decode_batch_greedy(sessions, chosen(k - 1), chosen(k));
+    return;
+  }
+  // Step k's inputs: one token per session; after step 0 the backend supplies it (its last argmax).
+  std::vector<Impl::SeqInput> inputs;
+  const int32_t placeholder[1] = {0};
+  for (size_t i = 0; i < n; ++i) inputs.push_back({sessions[i]->impl_->seq_id, tokens.subspan(i, 1), false});
+  // What decode_batch does for a session after a step, once the token it appended is known. Run
+  // after the step is launched but before the next one: n_past already counts the step, and a
+  // checkpoint copy (publish_to_cache) lands after the step in stream order.
+  auto bookkeeping = [&](std::span<const int32_t> fed) {
+    for (size_t i = 0; i < n; ++i) {
+      Session::Impl& s = *sessions[i]->impl_;
+      s.logits.clear();
+      s.logits_on_device = false;
+      s.embeddings.clear();
+      s.reused = 0;
+      s.history.push_back(fed[i]);
+      s.chat_fed.reset();
+      s.publish_to_cache();
+    }
+  };
+  int32_t launched = 0, received = 0;
+  try {
+    for (size_t i = 0; i < n; ++i) sessions[i]->impl_->throw_if_cancelled();
+    e.backend->argmax_rows_async(e.run_step(inputs));
+    e.advance(inputs);
+    ++launched;
+    bookkeeping(tokens);
+    for (auto& in : inputs) in.tokens = placeholder;
+    for (int32_t k = 1; k < n_steps; ++k) {
+      for (size_t i = 0; i < n; ++i) sessions[i]->impl_->throw_if_cancelled();
+      e.backend->argmax_rows_async(e.run_step(inputs, /*tokens_from_argmax=*/true));  // step k
+      e.advance(inputs);
+      ++launched;
+      e.backend->argmax_rows_wait(chosen(k - 1).data());  // step k - 1's choice: what step k appended
+      ++received;
+      bookkeeping(chosen(k - 1));
+    }
+    e.backend->argmax_rows_wait(chosen(n_steps - 1).data());
+    ++received;
+  } catch (...) {
+    // Leave the sessions consistent with the steps that ran: collect what is in flight.
+    while (received < launched) {
+      std::vector<int32_t> ids(n);
+      e.backend->argmax_rows_wait(ids.data());
+      if (received < n_steps) std::copy(ids.begin(), ids.end(), chosen(received).begin());
+      ++received;
+      if (received < launched) bookkeeping(chosen(received - 1));
+    }
+    throw;
+  }
+}
+
+void Engine::check_batch(std::span<Session* const> sessions, std::span<const int32_t> tokens) const {
   if (sessions.empty()) throw Error(ErrorCode::InvalidArgument, "decode_batch: no sessions");
   if (sessions.size() != tokens.size())
     throw Error(ErrorCode::InvalidArgument, "decode_batch: " + std::to_string(sessions.size()) + " sessions but " +
                                                 std::to_string(tokens.size()) + " tokens");
-  std::vector<Engine::Impl::SeqInput> inputs;
   std::vector<int32_t> seen;
   for (size_t i = 0; i < sessions.size(); ++i) {
     if (!sessions[i] || sessions[i]->impl_->engine != impl_.get())
@@ -150,6 +213,15 @@ void Engine::decode_batch_impl(std::span<Session* const> sessions, std::span<con
     if (tokens[i] < 0 || tokens[i] >= s.n_vocab)
       throw Error(ErrorCode::InvalidArgument, "token id " + std::to_string(tokens[i]) +
                                                   " is outside the vocabulary (0.." + std::to_string(s.n_vocab - 1) + ")");
+  }
+}
+
+void Engine::decode_batch_impl(std::span<Session* const> sessions, std::span<const int32_t> tokens,
+                               std::span<int32_t> next_tokens) {
+  check_batch(sessions, tokens);
+  std::vector<Engine::Impl::SeqInput> inputs;
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    Session::Impl& s = *sessions[i]->impl_;
     s.throw_if_cancelled();
     inputs.push_back({s.seq_id, tokens.subspan(i, 1), false});
   }

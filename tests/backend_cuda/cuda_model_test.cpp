@@ -210,6 +210,44 @@ TEST(CudaGraphs, ReplayEqualsEagerLaunchesBitForBit) {
 // decode_batch over several sessions equals each session decoding alone: with up to two sequences
 // the same matvec arithmetic per row (bit-identical), with more the GEMM path (16-bit activations:
 // the reduced-precision bound). decode_batch_greedy returns the argmax of those logits.
+// The pipelined greedy loop (the next step's tokens fed from the device argmax, the host a step
+// ahead) against decode_batch_greedy step by step on a second engine: the same kernels and graphs,
+// so the same tokens and, one step later, bit-identical logits.
+TEST(CudaBatchedDecode, PipelinedGreedyEqualsStepByStep) {
+  CERA_REQUIRE_CUDA();
+  const std::string path = model_path("default", "");
+  for (int n : {1, 5}) {
+    auto a = load(path, "cuda", n), b = load(path, "cuda", n);
+    const auto prompts = prompts_for("default", *a);
+    std::vector<std::unique_ptr<Session>> sa, sb;
+    std::vector<Session*> ba, bb;
+    for (int i = 0; i < n; ++i) {
+      const auto& ids = prompts[size_t(i) % prompts.size()];
+      sa.push_back(a->new_session());
+      sa.back()->append(ids);
+      ba.push_back(sa.back().get());
+      sb.push_back(b->new_session());
+      sb.back()->append(ids);
+      bb.push_back(sb.back().get());
+    }
+    const int steps = 20;
+    std::vector<int32_t> first(static_cast<size_t>(n), 11), ca(size_t(n) * steps), cb(size_t(n) * steps);
+    a->generate_greedy_batch(ba, first, steps, ca);
+    std::vector<int32_t> fed = first;
+    for (int k = 0; k < steps; ++k) {
+      b->decode_batch_greedy(bb, fed, std::span<int32_t>(cb).subspan(size_t(k) * n, size_t(n)));
+      fed.assign(cb.begin() + long(k) * n, cb.begin() + long(k + 1) * n);
+    }
+    EXPECT_EQ(ca, cb) << n << " sequences";
+    a->decode_batch(ba, fed);
+    b->decode_batch(bb, fed);
+    for (int i = 0; i < n; ++i) {
+      const auto la = ba[size_t(i)]->last_logits(), lb = bb[size_t(i)]->last_logits();
+      EXPECT_TRUE(std::equal(la.begin(), la.end(), lb.begin(), lb.end())) << n << " sequences, session " << i;
+    }
+  }
+}
+
 TEST(CudaBatchedDecode, EqualsOneSequenceAtATime) {
   CERA_REQUIRE_CUDA();
   const std::string path = model_path("default", "");

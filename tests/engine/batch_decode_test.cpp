@@ -119,5 +119,95 @@ TEST(BatchDecode, RefusesBadCalls) {
   EXPECT_EQ(s2->position(), 1);
 }
 
+// Engine::generate_greedy_batch: the CPU backend feeds the argmax back too (Backend's default
+// queue), so the pipelined path runs here. Against decode_batch_greedy step by step: the same tokens,
+// the same state afterwards (bit for bit), and the same prefix-cache checkpoint when a session
+// crosses the 128-token checkpoint interval mid-run (the checkpoint copy must land after the step
+// it belongs to, not after the one launched behind it).
+std::vector<int32_t> synthetic_prompt(int i, int len) {
+  std::vector<int32_t> p(static_cast<size_t>(len));
+  for (int j = 0; j < len; ++j) p[size_t(j)] = (j * 13 + i * 7) % 200 + 1;
+  return p;
+}
+
+TEST(GenerateGreedyBatch, SameTokensAndStateAsStepByStep) {
+  const std::string path = test::fixture_gguf("lfm2-tiny", "Q4_0");
+  const int n = 3, steps = 30;
+  auto a = load(path, n + 1), b = load(path, n + 1);
+  std::vector<std::unique_ptr<Session>> sa, sb;
+  for (int i = 0; i < n; ++i) {
+    const auto prompt = synthetic_prompt(i, 110 + 3 * i);
+    sa.push_back(a->new_session());
+    sa.back()->append(prompt);
+    sb.push_back(b->new_session());
+    sb.back()->append(prompt);
+  }
+  auto ba = raw(sa), bb = raw(sb);
+  const std::vector<int32_t> first = {7, 8, 9};
+  std::vector<int32_t> chosen_a(size_t(n) * steps), chosen_b(size_t(n) * steps);
+  a->generate_greedy_batch(ba, first, steps, chosen_a);
+  std::vector<int32_t> fed = first;
+  for (int k = 0; k < steps; ++k) {
+    b->decode_batch_greedy(bb, fed, std::span<int32_t>(chosen_b).subspan(size_t(k) * n, n));
+    fed.assign(chosen_b.begin() + long(k) * n, chosen_b.begin() + long(k + 1) * n);
+  }
+  EXPECT_EQ(chosen_a, chosen_b);
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(sa[size_t(i)]->position(), 110 + 3 * i + steps);
+    EXPECT_EQ(sa[size_t(i)]->position(), sb[size_t(i)]->position());
+  }
+  // One more step with logits: the states are identical.
+  a->decode_batch(ba, fed);
+  b->decode_batch(bb, fed);
+  for (int i = 0; i < n; ++i) {
+    const auto la = ba[size_t(i)]->last_logits(), lb = bb[size_t(i)]->last_logits();
+    ASSERT_EQ(la.size(), lb.size());
+    EXPECT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float))) << "session " << i;
+  }
+  // Session 0 crossed position 128 during the run: a new prompt that shares its first 140 tokens
+  // resumes from that checkpoint in both engines and sees the same logits.
+  std::vector<int32_t> history = synthetic_prompt(0, 110);
+  history.push_back(first[0]);
+  for (int k = 0; history.size() < 140; ++k) history.push_back(chosen_a[size_t(k) * n]);
+  auto ra = a->new_session(), rb = b->new_session();
+  ra->append(history);
+  rb->append(history);
+  EXPECT_GE(ra->reused_tokens(), 128);
+  EXPECT_EQ(ra->reused_tokens(), rb->reused_tokens());
+  const auto la = ra->last_logits(), lb = rb->last_logits();
+  ASSERT_EQ(la.size(), lb.size());
+  EXPECT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)));
+}
+
+TEST(GenerateGreedyBatch, StopsCleanlyWhenTheContextFills) {
+  const std::string path = test::fixture_gguf("lfm2-tiny", "Q4_0");
+  EngineOptions o;
+  o.model_path = path;
+  o.n_ctx = 64;
+  o.n_seq_max = 2;
+  auto e = Engine::load(o);
+  auto s = e->new_session();
+  s->append(synthetic_prompt(1, 50));
+  std::vector<Session*> batch = {s.get()};
+  const int32_t first = 5;
+  std::vector<int32_t> chosen(30, -1);
+  try {
+    e->generate_greedy_batch(batch, {&first, 1}, 30, chosen);
+    ADD_FAILURE() << "no error when the context filled";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.code(), ErrorCode::OutOfRange);
+  }
+  EXPECT_EQ(s->position(), 64);  // every step that fit ran, and the session counts them
+  for (int k = 0; k < 14; ++k) EXPECT_GE(chosen[size_t(k)], 0) << "step " << k;
+  // The session is still usable.
+  s->reset();
+  s->append(synthetic_prompt(2, 10));
+  EXPECT_EQ(s->position(), 10);
+  std::vector<int32_t> out(2);
+  EXPECT_THROW(e->generate_greedy_batch(batch, {&first, 1}, 3, out), Error);  // out too small
+  e->generate_greedy_batch(batch, {&first, 1}, 0, std::span<int32_t>());
+  EXPECT_EQ(s->position(), 10);
+}
+
 }  // namespace
 }  // namespace cera

@@ -75,8 +75,18 @@ class CpuBackend final : public Backend {
     }
   }
 
+  // Steps may take their tokens from the last argmax_rows_async (Backend's default queue): the
+  // engine's pipelined path then runs here too, step for step as on a GPU.
+  bool feeds_back_argmax() const override { return true; }
+
   void set_step(const StepInputs& in) override {
-    tokens_.assign(in.tokens.begin(), in.tokens.end());
+    if (in.tokens_from_argmax) {
+      if (last_async_argmax().size() != in.positions.size())
+        throw Error(ErrorCode::Internal, "the step's tokens do not match the last argmax");
+      tokens_ = last_async_argmax();
+    } else {
+      tokens_.assign(in.tokens.begin(), in.tokens.end());
+    }
     positions_.assign(in.positions.begin(), in.positions.end());
     output_rows_.assign(in.output_rows.begin(), in.output_rows.end());
     // Keep our own copies of the block tables: the runtime may change its vectors after the call.

@@ -167,6 +167,10 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     profiler_.report();
     graphs_.clear();
+    for (cudaEvent_t e : meta_copied_)
+      if (e) cudaEventDestroy(e);
+    for (cudaEvent_t e : argmax_ready_)
+      if (e) cudaEventDestroy(e);
     gemm_.reset();
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -261,8 +265,11 @@ class CudaBackend final : public Backend {
   // ---- a step
   void set_step(const StepInputs& in) override {
     state_op();
-    const int32_t T = int32_t(in.tokens.size());
+    const int32_t T = int32_t(in.positions.size());
     const int32_t S = int32_t(in.sequences.size());
+    if (in.tokens_from_argmax ? T != argmax_fed_rows_ : int32_t(in.tokens.size()) != T)
+      throw Error(ErrorCode::Internal, in.tokens_from_argmax ? "the step's tokens do not match the last argmax"
+                                                             : "step tokens and positions differ in length");
     const int32_t n_out = int32_t(in.output_rows.size());
     if (T > 65535) throw Error(ErrorCode::InvalidArgument, "the CUDA backend takes at most 65535 tokens per step");
     int32_t n_blocks = 0;
@@ -271,11 +278,16 @@ class CudaBackend final : public Backend {
     if (T > meta_.cap_tokens || S > meta_.cap_seqs || n_blocks > meta_.cap_blocks) {
       meta_ = MetaLayout::make(std::max(T, meta_.cap_tokens * 2), std::max(S, meta_.cap_seqs * 2),
                                std::max(n_blocks, meta_.cap_blocks * 2));
-      meta_host_.ensure(meta_.total);
+      CERA_CUDA_CHECK(cudaStreamSynchronize(stream_));  // no copy may still read the old pinned buffers
+      for (auto& b : meta_host_) b.ensure(meta_.total);
       meta_dev_.reset(meta_.total);
       invalidate_graphs();
     }
-    char* h = meta_host_.as<char>();
+    // Two pinned buffers, alternating: while the device may still be copying from one (a pipelined
+    // step in flight), the host fills the other. Waits only if the copy from two steps ago is pending.
+    meta_slot_ ^= 1;
+    if (meta_copied_[meta_slot_]) CERA_CUDA_CHECK(cudaEventSynchronize(meta_copied_[meta_slot_]));
+    char* h = meta_host_[meta_slot_].as<char>();
     auto* tokens = reinterpret_cast<int32_t*>(h + meta_.tokens);
     auto* positions = reinterpret_cast<int32_t*>(h + meta_.positions);
     auto* token_seq = reinterpret_cast<int32_t*>(h + meta_.token_seq);
@@ -284,10 +296,11 @@ class CudaBackend final : public Backend {
     auto* tiles = reinterpret_cast<cuda::AttentionTile*>(h + meta_.tiles);
     auto* blocks = reinterpret_cast<int32_t*>(h + meta_.blocks);
 
-    std::copy(in.tokens.begin(), in.tokens.end(), tokens);
+    if (!in.tokens_from_argmax) std::copy(in.tokens.begin(), in.tokens.end(), tokens);
     std::copy(in.positions.begin(), in.positions.end(), positions);
     std::copy(in.output_rows.begin(), in.output_rows.end(), output_rows);
-    host_tokens_ = {tokens, size_t(T)};
+    // Ids from the host are checked in embed(); ids fed back from the argmax are valid by construction.
+    host_tokens_ = in.tokens_from_argmax ? std::span<const int32_t>() : std::span<const int32_t>(tokens, size_t(T));
     bool decode_shaped = true;
     int32_t block_off = 0;
     n_tiles_ = 0;
@@ -312,13 +325,19 @@ class CudaBackend final : public Backend {
     auto copy = [&](size_t off, size_t bytes) {
       if (bytes) CERA_CUDA_CHECK(cudaMemcpyAsync(d + off, h + off, bytes, cudaMemcpyHostToDevice, stream_));
     };
-    copy(meta_.tokens, sizeof(int32_t) * size_t(T));
+    if (in.tokens_from_argmax)
+      CERA_CUDA_CHECK(cudaMemcpyAsync(d + meta_.tokens, argmax_dev_.get(), sizeof(int32_t) * size_t(T),
+                                      cudaMemcpyDeviceToDevice, stream_));
+    else
+      copy(meta_.tokens, sizeof(int32_t) * size_t(T));
     copy(meta_.positions, sizeof(int32_t) * size_t(T));
     copy(meta_.token_seq, sizeof(int32_t) * size_t(T));
     copy(meta_.output_rows, sizeof(int32_t) * size_t(n_out));
     copy(meta_.seqs, sizeof(cuda::DeviceSeq) * size_t(S));
     copy(meta_.tiles, sizeof(cuda::AttentionTile) * size_t(n_tiles_));
     copy(meta_.blocks, sizeof(int32_t) * size_t(block_off));
+    if (!meta_copied_[meta_slot_]) CERA_CUDA_CHECK(cudaEventCreateWithFlags(&meta_copied_[meta_slot_], cudaEventDisableTiming));
+    CERA_CUDA_CHECK(cudaEventRecord(meta_copied_[meta_slot_], stream_));
     view_ = {reinterpret_cast<const int32_t*>(d + meta_.tokens),       reinterpret_cast<const int32_t*>(d + meta_.positions),
              reinterpret_cast<const int32_t*>(d + meta_.token_seq),    reinterpret_cast<const cuda::DeviceSeq*>(d + meta_.seqs),
              reinterpret_cast<const int32_t*>(d + meta_.blocks),       reinterpret_cast<const int32_t*>(d + meta_.output_rows),
@@ -375,6 +394,31 @@ class CudaBackend final : public Backend {
     CERA_CUDA_CHECK(cudaStreamSynchronize(stream_));
     std::copy_n(top_k_host_.as<float>(), n, host_values);
     std::copy_n(reinterpret_cast<const int32_t*>(top_k_host_.as<float>() + n), n, host_ids);
+  }
+
+  bool feeds_back_argmax() const override { return true; }
+
+  void argmax_rows_async(const Tensor& t) override {
+    finish_step();
+    if (pending_.size() >= 2) throw Error(ErrorCode::Internal, "argmax_rows_async: two results already pending");
+    const int slot = argmax_slot_ ^= 1;
+    argmax_dev_.ensure(sizeof(int32_t) * size_t(t.rows));  // read by the next step's token copy, not by graphs
+    argmax_pinned_[slot].ensure(sizeof(int32_t) * size_t(t.rows));
+    cuda::argmax_rows(t.f32(), stride(t), rows(t), int32_t(t.cols), argmax_dev_.as<int32_t>(), stream_);
+    CERA_CUDA_CHECK(cudaMemcpyAsync(argmax_pinned_[slot].as<int32_t>(), argmax_dev_.get(), sizeof(int32_t) * size_t(t.rows),
+                                    cudaMemcpyDeviceToHost, stream_));
+    if (!argmax_ready_[slot]) CERA_CUDA_CHECK(cudaEventCreateWithFlags(&argmax_ready_[slot], cudaEventDisableTiming));
+    CERA_CUDA_CHECK(cudaEventRecord(argmax_ready_[slot], stream_));
+    pending_.push_back({slot, int32_t(t.rows)});
+    argmax_fed_rows_ = int32_t(t.rows);
+  }
+
+  void argmax_rows_wait(int32_t* host) override {
+    if (pending_.empty()) throw Error(ErrorCode::Internal, "argmax_rows_wait without a pending argmax_rows_async");
+    const auto [slot, n] = pending_.front();
+    pending_.pop_front();
+    CERA_CUDA_CHECK(cudaEventSynchronize(argmax_ready_[slot]));
+    std::copy_n(argmax_pinned_[slot].as<int32_t>(), n, host);
   }
 
   // ---- ops
@@ -686,7 +730,9 @@ class CudaBackend final : public Backend {
   DeviceBuffer kv_, conv_;
 
   MetaLayout meta_;
-  PinnedBuffer meta_host_;
+  PinnedBuffer meta_host_[2];
+  cudaEvent_t meta_copied_[2] = {};  // recorded after each buffer's copies
+  int meta_slot_ = 0;
   DeviceBuffer meta_dev_;
   cuda::StepView view_{};
   std::span<const int32_t> host_tokens_;  // the step's ids in the pinned buffer, for validation
@@ -704,6 +750,12 @@ class CudaBackend final : public Backend {
   std::map<std::tuple<int32_t, float, float, const float*>, DeviceBuffer> rope_tables_;
   PinnedBuffer read_host_, shift_host_, argmax_host_;
   DeviceBuffer argmax_dev_;
+  // argmax_rows_async: two pinned result slots, their events, the pending (slot, rows) in order.
+  PinnedBuffer argmax_pinned_[2];
+  cudaEvent_t argmax_ready_[2] = {};
+  int argmax_slot_ = 0;
+  std::deque<std::pair<int, int32_t>> pending_;
+  int32_t argmax_fed_rows_ = -1;  // rows of the last argmax (what tokens_from_argmax reads)
   DeviceBuffer top_k_dev_, top_k_scratch_;  // top_k_rows: values + ids; the chunks' candidates
   PinnedBuffer top_k_host_;
   DeviceBuffer shift_dev_, shift_scratch_;
