@@ -8,6 +8,7 @@ chmod +x /tmp/cera/*
 export LD_LIBRARY_PATH="$PWD/.device/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 CERA=/tmp/cera/cera
 rm -rf /tmp/fixtures && cp -r .device/fixtures /tmp/fixtures
+shopt -s nullglob  # a pack without fixtures (pack.sh none) has nothing to rebuild
 for dir in /tmp/fixtures/models/*; do
   m=$(basename "$dir")
   mkdir -p "$dir/gguf"
