@@ -204,6 +204,14 @@ class Backend {
     matmul(normed, ws, ys);
     swiglu(g, u, out);
   }
+  // The whole SwiGLU feed-forward as a residual branch: x += s · (silu(h·gateᵀ) ⊙ (h·upᵀ)) · downᵀ with
+  // h = rms_norm(x) ⊙ norm_w. Scratch: normed [T, cols(x)], gate_up [T, 2F], act [T, F] (F = rows(gate)),
+  // product [T, cols(x)].
+  virtual void ffn_swiglu(Tensor x, const Tensor& norm_w, float eps, const Tensor& gate, const Tensor& up,
+                          const Tensor& down, float s, Tensor normed, Tensor gate_up, Tensor act, Tensor product) {
+    rms_norm_swiglu(x, norm_w, eps, normed, gate, up, gate_up, act);
+    matmul_add(act, down, s, product, x);
+  }
   // x += s · (a · wᵀ): a residual branch's output projection. `product` [T, rows(w)] is scratch.
   virtual void matmul_add(const Tensor& a, const Tensor& w, float s, Tensor product, Tensor x) {
     matmul(a, w, product);

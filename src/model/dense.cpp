@@ -230,17 +230,17 @@ class DenseModel final : public Model {
       const int64_t F = hp_.n_ff[i];
       Tensor gu = ffn_.first_rows(T).cols_slice(0, 2 * F);
       Tensor g = gu.cols_slice(0, F), u = gu.cols_slice(F, F);
-      if (L.b_gate || L.b_up) {
+      if (L.b_gate || L.b_up || L.b_down) {
         const Tensor ws[] = {L.ffn_gate, L.ffn_up};
         Tensor ys[] = {g, u};
         be.rms_norm_matmul(x, L.ffn_norm, eps, h, ws, ys);
         add_bias(g, L.b_gate);
         add_bias(u, L.b_up);
         be.swiglu(g, u, g);
+        project_into_residual(g, L.ffn_down, L.b_down);
       } else {
-        be.rms_norm_swiglu(x, L.ffn_norm, eps, h, L.ffn_gate, L.ffn_up, gu, g);
+        be.ffn_swiglu(x, L.ffn_norm, eps, L.ffn_gate, L.ffn_up, L.ffn_down, branch_scale, h, gu, g, o);
       }
-      project_into_residual(g, L.ffn_down, L.b_down);
     }
     Tensor rows = out_rows_.first_rows(n_out);
     be.gather_output_rows(x, rows);

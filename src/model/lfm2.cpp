@@ -150,8 +150,7 @@ class Lfm2Model final : public Model {
       }
       const int64_t F = hp_.n_ff[i];
       Tensor gu = ffn_.first_rows(T).cols_slice(0, 2 * F), g = gu.cols_slice(0, F);
-      be.rms_norm_swiglu(x, L.ffn_norm, eps, h, L.ffn_gate, L.ffn_up, gu, g);
-      be.matmul_add(g, L.ffn_down, 1.f, o, x);
+      be.ffn_swiglu(x, L.ffn_norm, eps, L.ffn_gate, L.ffn_up, L.ffn_down, 1.f, h, gu, g, o);
     }
     Tensor rows = out_rows_.first_rows(n_out);
     be.gather_output_rows(x, rows);

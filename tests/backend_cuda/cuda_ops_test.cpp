@@ -94,7 +94,7 @@ StepInputs make_step(const std::vector<Seq>& seqs, std::vector<int32_t>& tokens,
   return {tokens, positions, ss, out_rows};
 }
 
-// The fused ops (rms_norm_matmul, rms_norm_swiglu, matmul_add) against their plain-op definitions
+// The fused ops (rms_norm_matmul, rms_norm_swiglu, matmul_add, ffn_swiglu) against their plain-op definitions
 // (Backend's defaults) run on the same CUDA backend: the same weight kernels either way, so the only
 // difference is where the norm is rounded (≤ a few ulp per activation) — a wrong row pairing, a
 // missed norm or a lost residual shows up as O(0.1..1). With F32 weights the CPU backend's defaults
@@ -155,7 +155,11 @@ TEST_P(CudaFused, FusedOpsMatchPlainOps) {
       be.Backend::rms_norm_swiglu(n.x, n.ffn_norm, 1e-5f, n.h, n.gate, n.up, n.gu, n.out);
       be.Backend::matmul_add(n.out, n.down, 0.75f, n.prod, n.x);
     }
-    return std::tuple{read(be, n.qkv), read(be, n.out), read(be, n.x)};
+    auto q = read(be, n.qkv), o = read(be, n.out), x = read(be, n.x);
+    // The whole feed-forward branch (on the GEMM path: norm and SwiGLU write the 16-bit GEMM inputs).
+    if (fused) be.ffn_swiglu(n.x, n.ffn_norm, 1e-5f, n.gate, n.up, n.down, 0.5f, n.h, n.gu, n.out, n.prod);
+    else be.Backend::ffn_swiglu(n.x, n.ffn_norm, 1e-5f, n.gate, n.up, n.down, 0.5f, n.h, n.gu, n.out, n.prod);
+    return std::tuple{q, o, x, read(be, n.x)};
   };
   Net fused_net = make(*gpu), plain_net = make(*gpu);
   // Q4_0/Q8_0 decode products may take the int8-activation kernel (matvec_quant_fast, tested
@@ -164,27 +168,30 @@ TEST_P(CudaFused, FusedOpsMatchPlainOps) {
   const bool int8_path = (type == GgmlType::Q4_0 || type == GgmlType::Q8_0) && R <= 2;
   const bool fast_was_on = cuda::matvec_quant_fast_enabled();
   if (int8_path) cuda::matvec_quant_fast_enable(false);
-  const auto [q1, o1, x1] = run(*gpu, fused_net, true);
-  const auto [q2, o2, x2] = run(*gpu, plain_net, false);
+  const auto [q1, o1, x1, f1] = run(*gpu, fused_net, true);
+  const auto [q2, o2, x2, f2] = run(*gpu, plain_net, false);
   cuda::matvec_quant_fast_enable(fast_was_on);
   EXPECT_LE(rel_diff(q1, q2), 2e-6) << "rms_norm_matmul (q|k|v)";
   EXPECT_LE(rel_diff(o1, o2), 2e-6) << "rms_norm_swiglu";
   EXPECT_LE(rel_diff(x1, x2), 2e-6) << "matmul_add";
+  EXPECT_LE(rel_diff(f1, f2), 2e-6) << "ffn_swiglu";
   if (int8_path) {
     Net fast_net = make(*gpu), plain2_net = make(*gpu);
-    const auto [q4, o4, x4] = run(*gpu, fast_net, true);
-    const auto [q5, o5, x5] = run(*gpu, plain2_net, false);
+    const auto [q4, o4, x4, f4] = run(*gpu, fast_net, true);
+    const auto [q5, o5, x5, f5] = run(*gpu, plain2_net, false);
     EXPECT_LE(rel_diff(q4, q5), 1.5e-2) << "rms_norm_matmul (q|k|v), int8 activations";
     EXPECT_LE(rel_diff(o4, o5), 1.5e-2) << "rms_norm_swiglu, int8 activations";
     EXPECT_LE(rel_diff(x4, x5), 1.5e-2) << "matmul_add, int8 activations";
+    EXPECT_LE(rel_diff(f4, f5), 1.5e-2) << "ffn_swiglu, int8 activations";
   }
   if (type == GgmlType::F32) {
     Net cpu_net = make(*cpu);
-    const auto [q3, o3, x3] = run(*cpu, cpu_net, false);
+    const auto [q3, o3, x3, f3] = run(*cpu, cpu_net, false);
     // Different summation orders (k ≤ 768): a few 1e-7 expected.
     EXPECT_LE(rel_diff(q1, q3), 1e-5) << "rms_norm_matmul vs CPU";
     EXPECT_LE(rel_diff(o1, o3), 1e-5) << "rms_norm_swiglu vs CPU";
     EXPECT_LE(rel_diff(x1, x3), 1e-5) << "matmul_add vs CPU";
+    EXPECT_LE(rel_diff(f1, f3), 1e-5) << "ffn_swiglu vs CPU";
   }
 }
 

@@ -469,6 +469,14 @@ class CudaBackend final : public Backend {
   // residual add as the GEMM's beta = 1.
   void rms_norm_matmul(const Tensor& x, const Tensor& norm_w, float eps, Tensor normed, std::span<const Tensor> ws,
                        std::span<Tensor> ys) override {
+    if (x.rows > kMatvecRows && options_.fuse && same_16bit_activations(ws)) {
+      // Prefill: the norm writes the GEMM's 16-bit input directly (no f32 copy, no conversion pass).
+      if (mode_ == Mode::Eager && reserve_fused_gemm(x.rows, x.cols, 0, ws)) invalidate_graphs();
+      if (!begin_op("matmul (gemm, +norm)")) return;
+      norm_to_16(x, norm_w, eps, ws[0].type, in16_.get());
+      for_each_product(ws, ys, [&](const Tensor& w, Tensor& y) { gemm_->run_converted(in16_.get(), x.rows, w, y); });
+      return;
+    }
     if (x.rows > kMatvecRows || !options_.fuse || !options_.fuse_norm)
       return Backend::rms_norm_matmul(x, norm_w, eps, normed, ws, ys);
     if (!begin_op("matvec (+norm)")) return;
@@ -496,6 +504,32 @@ class CudaBackend final : public Backend {
     Tensor w = gate;
     w.rows += up.rows;  // [gate; up], adjacent in the weight arena
     matvec(*in, w, out, f);
+  }
+
+  void ffn_swiglu(Tensor x, const Tensor& norm_w, float eps, const Tensor& gate, const Tensor& up, const Tensor& down,
+                  float s, Tensor normed, Tensor gate_up, Tensor act, Tensor product) override {
+    const Tensor gu_w[] = {gate, up};
+    if (x.rows <= kMatvecRows || !options_.fuse || !follows(gate, up) || gate.rows != up.rows ||
+        !same_16bit_activations(gu_w) || down.type == GgmlType::F32)
+      return Backend::ffn_swiglu(x, norm_w, eps, gate, up, down, s, normed, gate_up, act, product);
+    // Prefill: norm → 16-bit input, [gate; up] GEMM (f32 out), SwiGLU → 16-bit input of the down
+    // GEMM, which adds s · its product into x (beta = 1). Bit for bit the plain ops' arithmetic.
+    if (mode_ == Mode::Eager && reserve_fused_gemm(x.rows, x.cols, gate.rows, gu_w)) invalidate_graphs();
+    if (mode_ == Mode::Eager && gemm_->reserve_weight(down)) invalidate_graphs();
+    if (!begin_op("ffn (gemm, fused)")) return;
+    norm_to_16(x, norm_w, eps, gate.type, in16_.get());
+    Tensor w = gate;
+    w.rows += up.rows;  // [gate; up], adjacent in the weight arena
+    Tensor gu = gate_up.first_rows(x.rows);
+    gemm_->run_converted(in16_.get(), x.rows, w, gu);
+    const int64_t F = gate.rows;
+    const Tensor g = gu.cols_slice(0, F), u = gu.cols_slice(F, F);
+    if (cuda::Gemm::bf16_activations(down.type))
+      cuda::swiglu_to_bf16(g.f32(), stride(g), u.f32(), stride(u), mid16_.as<__nv_bfloat16>(), rows(x), int32_t(F),
+                           stream_);
+    else
+      cuda::swiglu_to_f16(g.f32(), stride(g), u.f32(), stride(u), mid16_.as<__half>(), rows(x), int32_t(F), stream_);
+    gemm_->run_converted(mid16_.get(), x.rows, down, x, s, 1.f);
   }
 
   void matmul_add(const Tensor& a, const Tensor& w, float s, Tensor product, Tensor x) override {
@@ -634,6 +668,38 @@ class CudaBackend final : public Backend {
     gemm_->run(x, w, y, alpha, beta);
   }
 
+  // Whether every weight takes the same 16-bit GEMM input (none F32): then one converted copy of
+  // the activations serves all of them.
+  static bool same_16bit_activations(std::span<const Tensor> ws) {
+    for (const Tensor& w : ws)
+      if (w.type == GgmlType::F32 || cuda::Gemm::bf16_activations(w.type) != cuda::Gemm::bf16_activations(ws[0].type))
+        return false;
+    return !ws.empty();
+  }
+
+  // The fused prefill paths' 16-bit activation buffers (rows × cols, rows × f) and the weights'
+  // dequantized scratch; returns whether any moved (captured graphs must then be dropped).
+  bool reserve_fused_gemm(int64_t rows, int64_t cols, int64_t f, std::span<const Tensor> ws) {
+    bool moved = in16_.ensure(size_t(rows) * size_t(cols) * 2);
+    if (f > 0) moved |= mid16_.ensure(size_t(rows) * size_t(f) * 2);
+    for (const Tensor& w : ws) moved |= gemm_->reserve_weight(w);
+    if (ws.size() == 2 && follows(ws[0], ws[1])) {  // run as one [gate; up] product
+      Tensor both = ws[0];
+      both.rows += ws[1].rows;
+      moved |= gemm_->reserve_weight(both);
+    }
+    return moved;
+  }
+
+  void norm_to_16(const Tensor& x, const Tensor& norm_w, float eps, GgmlType weight_type, void* out) {
+    if (cuda::Gemm::bf16_activations(weight_type))
+      cuda::rms_norm_to_bf16(x.f32(), stride(x), norm_w.f32(), eps, static_cast<__nv_bfloat16*>(out), rows(x),
+                             int32_t(x.cols), stream_);
+    else
+      cuda::rms_norm_to_f16(x.f32(), stride(x), norm_w.f32(), eps, static_cast<__half*>(out), rows(x), int32_t(x.cols),
+                            stream_);
+  }
+
   static bool follows(const Tensor& a, const Tensor& b) {
     return a.type == b.type && a.cols == b.cols && a.row_bytes == b.row_bytes &&
            static_cast<const char*>(a.data) + size_t(a.rows) * a.row_bytes == b.data;
@@ -746,6 +812,7 @@ class CudaBackend final : public Backend {
   CudaGraph* replay_ = nullptr;
 
   cuda::AttentionPrecision attention_precision_ = cuda::AttentionPrecision::F32;
+  DeviceBuffer in16_, mid16_;  // fused prefill: the 16-bit GEMM inputs (normed x; SwiGLU output)
   DeviceBuffer partial_;  // decode attention's split results
   std::map<std::tuple<int32_t, float, float, const float*>, DeviceBuffer> rope_tables_;
   PinnedBuffer read_host_, shift_host_, argmax_host_;

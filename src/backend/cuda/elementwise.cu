@@ -2,6 +2,7 @@
 // 16-bit activation copies the GEMM path needs. Arithmetic mirrors backend/cpu/elementwise.cpp
 // (sums of squares in double, separate multiply and divide) so the two backends agree closely.
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/pdl.h"
@@ -121,7 +122,17 @@ __global__ void add_bias_kernel(float* x, int64_t xs, const float* b, int32_t ro
   for (int32_t r = blockIdx.y; r < rows; r += gridDim.y) x[int64_t(r) * xs + c] += b[c];
 }
 
-__global__ void swiglu_kernel(const float* g, int64_t gs, const float* u, int64_t us, float* o, int64_t os,
+// A value stored as the output type: f32 as is; f16 / bf16 rounded to nearest, exactly as
+// convert_kernel rounds (so a fused "op, then 16-bit copy" equals the two steps bit for bit).
+template <typename T>
+__device__ __forceinline__ T store_as(float v) {
+  if constexpr (std::is_same_v<T, float>) return v;
+  else if constexpr (std::is_same_v<T, __half>) return __float2half_rn(v);
+  else return __float2bfloat16_rn(v);
+}
+
+template <typename T>
+__global__ void swiglu_kernel(const float* g, int64_t gs, const float* u, int64_t us, T* o, int64_t os,
                               int32_t rows, int32_t cols) {
   pdl_launch_dependents();
   pdl_wait();  // pdl.h: nothing above reads inputs or writes
@@ -130,8 +141,23 @@ __global__ void swiglu_kernel(const float* g, int64_t gs, const float* u, int64_
   for (int32_t r = blockIdx.y; r < rows; r += gridDim.y) {
     const float gv = g[int64_t(r) * gs + c];
     const float silu = __fdiv_rn(gv, __fadd_rn(1.f, expf(-gv)));
-    o[int64_t(r) * os + c] = __fmul_rn(silu, u[int64_t(r) * us + c]);
+    o[int64_t(r) * os + c] = store_as<T>(__fmul_rn(silu, u[int64_t(r) * us + c]));
   }
+}
+
+// rms_norm (no residual) with a 16-bit dense output: the activation input of the tensor-core GEMM,
+// without the f32 copy in between. The arithmetic is rms_norm_kernel's.
+template <typename T>
+__global__ void rms_norm_16_kernel(const float* x, int64_t xs, const float* w, float eps, T* out, int32_t cols) {
+  pdl_launch_dependents();
+  pdl_wait();  // pdl.h: nothing above reads inputs or writes
+  const float* xr = x + int64_t(blockIdx.x) * xs;
+  double sum = 0;
+  for (int32_t c = threadIdx.x; c < cols; c += kRowThreads) sum += double(xr[c]) * double(xr[c]);
+  const double total = block_sum(sum);
+  const float inv = float(1.0 / sqrt(total / double(cols) + double(eps)));
+  T* orow = out + int64_t(blockIdx.x) * cols;
+  for (int32_t c = threadIdx.x; c < cols; c += kRowThreads) orow[c] = store_as<T>(__fmul_rn(w[c], __fmul_rn(xr[c], inv)));
 }
 
 __global__ void gather_kernel(const float* x, int64_t xs, const int32_t* rows, float* out, int64_t os, int32_t cols) {
@@ -237,7 +263,7 @@ void add_bias(float* x, int64_t xs, const float* b, int32_t rows, int32_t cols, 
 void swiglu(const float* g, int64_t gs, const float* u, int64_t us, float* o, int64_t os, int32_t rows,
             int32_t cols, cudaStream_t s) {
   if (rows <= 0) return;
-  launch_pdl(swiglu_kernel, dim3(grid_2d(rows, cols)), dim3(256), 0, s, g, gs, u, us, o, os, rows, cols);
+  launch_pdl(swiglu_kernel<float>, dim3(grid_2d(rows, cols)), dim3(256), 0, s, g, gs, u, us, o, os, rows, cols);
   CERA_CUDA_CHECK_LAUNCH();
 }
 
@@ -269,6 +295,39 @@ void to_bf16(const float* x, int64_t xs, int32_t rows, int32_t cols, __nv_bfloat
   if (rows <= 0) return;
   launch_pdl(convert_kernel<__nv_bfloat16>, dim3(grid_2d(rows, cols)), dim3(256), 0, s, x, xs, rows, cols, out);
   CERA_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void rms_norm_16(const float* x, int64_t xs, const float* w, float eps, T* out, int32_t rows, int32_t cols,
+                 cudaStream_t s) {
+  if (rows <= 0) return;
+  launch_pdl(rms_norm_16_kernel<T>, dim3(rows), dim3(kRowThreads), 0, s, x, xs, w, eps, out, cols);
+  CERA_CUDA_CHECK_LAUNCH();
+}
+void rms_norm_to_f16(const float* x, int64_t xs, const float* w, float eps, __half* out, int32_t rows, int32_t cols,
+                     cudaStream_t s) {
+  rms_norm_16(x, xs, w, eps, out, rows, cols, s);
+}
+void rms_norm_to_bf16(const float* x, int64_t xs, const float* w, float eps, __nv_bfloat16* out, int32_t rows,
+                      int32_t cols, cudaStream_t s) {
+  rms_norm_16(x, xs, w, eps, out, rows, cols, s);
+}
+
+template <typename T>
+void swiglu_16(const float* g, int64_t gs, const float* u, int64_t us, T* out, int32_t rows, int32_t cols,
+               cudaStream_t s) {
+  if (rows <= 0) return;
+  launch_pdl(swiglu_kernel<T>, dim3(grid_2d(rows, cols)), dim3(256), 0, s, g, gs, u, us, out, int64_t(cols), rows,
+             cols);
+  CERA_CUDA_CHECK_LAUNCH();
+}
+void swiglu_to_f16(const float* g, int64_t gs, const float* u, int64_t us, __half* out, int32_t rows, int32_t cols,
+                   cudaStream_t s) {
+  swiglu_16(g, gs, u, us, out, rows, cols, s);
+}
+void swiglu_to_bf16(const float* g, int64_t gs, const float* u, int64_t us, __nv_bfloat16* out, int32_t rows,
+                    int32_t cols, cudaStream_t s) {
+  swiglu_16(g, gs, u, us, out, rows, cols, s);
 }
 
 }  // namespace cera::cuda

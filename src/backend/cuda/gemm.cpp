@@ -30,31 +30,42 @@ bool Gemm::reserve(const Tensor& x, const Tensor& w) {
 }
 
 void Gemm::run(const Tensor& x, const Tensor& w, Tensor& y, float alpha, float beta) {
-  // Column-major view: Yᵀ[N×T] = op(W)[N×K] · Xᵀ[K×T], with W stored as a K×N column-major matrix.
-  const int m = int(w.rows), n = int(x.rows), k = int(w.cols);
   const int ldx = int(x.row_bytes / sizeof(float)), ldy = int(y.row_bytes / sizeof(float));
   if (w.type == GgmlType::F32) {
+    // Column-major view: Yᵀ[N×T] = op(W)[N×K] · Xᵀ[K×T], with W stored as a K×N column-major matrix.
+    const int m = int(w.rows), n = int(x.rows), k = int(w.cols);
     CERA_CUBLAS_CHECK(cublasSgemm(handle_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, static_cast<const float*>(w.data),
                                   int(w.row_bytes / sizeof(float)), x.f32(), ldx, &beta, y.f32(), ldy));
     return;
   }
   reserve(x, w);
+  if (bf16_activations(w.type))
+    to_bf16(x.f32(), ldx, int32_t(x.rows), int32_t(x.cols), act_scratch_.as<__nv_bfloat16>(), stream_);
+  else
+    to_f16(x.f32(), ldx, int32_t(x.rows), int32_t(x.cols), act_scratch_.as<__half>(), stream_);
+  run_converted(act_scratch_.get(), x.rows, w, y, alpha, beta);
+}
+
+bool Gemm::reserve_weight(const Tensor& w) {
+  if (w.type == GgmlType::F32 || is_16bit(w.type)) return false;
+  return weight_scratch_.ensure(size_t(w.rows) * size_t(w.cols) * 2);
+}
+
+void Gemm::run_converted(const void* x16, int64_t rows, const Tensor& w, Tensor& y, float alpha, float beta) {
+  // Column-major view: Yᵀ[N×T] = op(W)[N×K] · Xᵀ[K×T], with W stored as a K×N column-major matrix.
+  const int m = int(w.rows), n = int(rows), k = int(w.cols);
+  const int ldy = int(y.row_bytes / sizeof(float));
   const void* a = w.data;
   int lda = int(w.row_bytes / 2);
-  cudaDataType_t type = CUDA_R_16F;
-  if (w.type == GgmlType::BF16) {
-    type = CUDA_R_16BF;
-    to_bf16(x.f32(), ldx, int32_t(x.rows), int32_t(x.cols), act_scratch_.as<__nv_bfloat16>(), stream_);
-  } else {
-    to_f16(x.f32(), ldx, int32_t(x.rows), int32_t(x.cols), act_scratch_.as<__half>(), stream_);
-    if (w.type != GgmlType::F16) {
-      dequantize_f16(w.type, w.data, w.rows, w.cols, w.row_bytes, weight_scratch_.as<__half>(), stream_);
-      a = weight_scratch_.get();
-      lda = k;
-    }
+  const cudaDataType_t type = bf16_activations(w.type) ? CUDA_R_16BF : CUDA_R_16F;
+  if (!is_16bit(w.type)) {
+    reserve_weight(w);
+    dequantize_f16(w.type, w.data, w.rows, w.cols, w.row_bytes, weight_scratch_.as<__half>(), stream_);
+    a = weight_scratch_.get();
+    lda = k;
   }
-  CERA_CUBLAS_CHECK(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, a, type, lda, act_scratch_.get(),
-                                 type, k, &beta, y.f32(), CUDA_R_32F, ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  CERA_CUBLAS_CHECK(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, a, type, lda, x16, type, k, &beta,
+                                 y.f32(), CUDA_R_32F, ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace cera::cuda

@@ -23,6 +23,12 @@ class Gemm {
   bool reserve(const Tensor& x, const Tensor& w);
   // y = alpha · x·wᵀ + beta · y (y is F32; beta = 1 accumulates, e.g. a residual add).
   void run(const Tensor& x, const Tensor& w, Tensor& y, float alpha = 1.f, float beta = 0.f);
+  // The same with x already in the GEMM's activation type (bf16_activations(w.type) ? bf16 : f16),
+  // dense [rows, cols(w)], e.g. written so by a fused norm or SwiGLU. Not for F32 weights.
+  void run_converted(const void* x16, int64_t rows, const Tensor& w, Tensor& y, float alpha = 1.f, float beta = 0.f);
+  static bool bf16_activations(GgmlType weight_type) { return weight_type == GgmlType::BF16; }
+  // The dequantized-weight scratch for w, before a capture (as reserve); returns whether it moved.
+  bool reserve_weight(const Tensor& w);
 
  private:
   cudaStream_t stream_;

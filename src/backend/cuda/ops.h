@@ -28,6 +28,16 @@ void gather_rows(const float* x, int64_t x_stride, const int32_t* rows, int32_t 
                  int32_t cols, cudaStream_t s);
 // out[r] = index of the largest value of row r (the first on ties; NaN never wins).
 void argmax_rows(const float* x, int64_t x_stride, int32_t rows, int32_t cols, int32_t* out, cudaStream_t s);
+// rms_norm and SwiGLU writing the tensor-core GEMM's 16-bit activation input directly (dense
+// [rows, cols]): bit for bit the f32 op followed by to_f16 / to_bf16.
+void rms_norm_to_f16(const float* x, int64_t x_stride, const float* w, float eps, __half* out, int32_t rows,
+                     int32_t cols, cudaStream_t s);
+void rms_norm_to_bf16(const float* x, int64_t x_stride, const float* w, float eps, __nv_bfloat16* out, int32_t rows,
+                      int32_t cols, cudaStream_t s);
+void swiglu_to_f16(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride, __half* out,
+                   int32_t rows, int32_t cols, cudaStream_t s);
+void swiglu_to_bf16(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride, __nv_bfloat16* out,
+                    int32_t rows, int32_t cols, cudaStream_t s);
 // Dense 16-bit copies of an F32 activation matrix, for the tensor-core GEMM.
 void to_f16(const float* x, int64_t x_stride, int32_t rows, int32_t cols, __half* out, cudaStream_t s);
 void to_bf16(const float* x, int64_t x_stride, int32_t rows, int32_t cols, __nv_bfloat16* out, cudaStream_t s);
