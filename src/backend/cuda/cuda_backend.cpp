@@ -471,7 +471,7 @@ class CudaBackend final : public Backend {
                        std::span<Tensor> ys) override {
     if (x.rows > kMatvecRows && options_.fuse && same_16bit_activations(ws)) {
       // Prefill: the norm writes the GEMM's 16-bit input directly (no f32 copy, no conversion pass).
-      if (mode_ == Mode::Eager && reserve_fused_gemm(x.rows, x.cols, 0, ws)) invalidate_graphs();
+      if (may_allocate() && reserve_fused_gemm(x.rows, x.cols, 0, ws)) invalidate_graphs();
       if (!begin_op("matmul (gemm, +norm)")) return;
       norm_to_16(x, norm_w, eps, ws[0].type, in16_.get());
       for_each_product(ws, ys, [&](const Tensor& w, Tensor& y) { gemm_->run_converted(in16_.get(), x.rows, w, y); });
@@ -514,8 +514,8 @@ class CudaBackend final : public Backend {
       return Backend::ffn_swiglu(x, norm_w, eps, gate, up, down, s, normed, gate_up, act, product);
     // Prefill: norm → 16-bit input, [gate; up] GEMM (f32 out), SwiGLU → 16-bit input of the down
     // GEMM, which adds s · its product into x (beta = 1). Bit for bit the plain ops' arithmetic.
-    if (mode_ == Mode::Eager && reserve_fused_gemm(x.rows, x.cols, gate.rows, gu_w)) invalidate_graphs();
-    if (mode_ == Mode::Eager && gemm_->reserve_weight(down)) invalidate_graphs();
+    if (may_allocate() && reserve_fused_gemm(x.rows, x.cols, gate.rows, gu_w)) invalidate_graphs();
+    if (may_allocate() && gemm_->reserve_weight(down)) invalidate_graphs();
     if (!begin_op("ffn (gemm, fused)")) return;
     norm_to_16(x, norm_w, eps, gate.type, in16_.get());
     Tensor w = gate;
@@ -667,6 +667,9 @@ class CudaBackend final : public Backend {
     if (mode_ == Mode::Eager && gemm_->reserve(x, w)) invalidate_graphs();  // scratch moved
     gemm_->run(x, w, y, alpha, beta);
   }
+
+  // Scratch may grow only outside a capture (a replay reuses what its eager run reserved).
+  bool may_allocate() const { return mode_ == Mode::Eager || mode_ == Mode::Idle; }
 
   // Whether every weight takes the same 16-bit GEMM input (none F32): then one converted copy of
   // the activations serves all of them.
