@@ -124,6 +124,12 @@ void cera_session_cancel(cera_session* session);         /* any thread */
  * A session may appear once; all must belong to `engine`. */
 cera_status cera_decode_batch(cera_engine* engine, cera_session* const* sessions, const int32_t* tokens, size_t n,
                               int32_t* next_tokens);
+/* n_steps greedy steps of cera_decode_batch in a row: step 0 appends tokens[i] to sessions[i];
+ * out_tokens[k * n + i] (n_steps * n entries) is session i's most likely token after step k, which
+ * step k + 1 appends (the last step's choice is not appended). On a GPU the steps are pipelined:
+ * each step's tokens stay on the device and the host prepares the next step while one runs. */
+cera_status cera_generate_greedy_batch(cera_engine* engine, cera_session* const* sessions, const int32_t* tokens,
+                                       size_t n, int32_t n_steps, int32_t* out_tokens);
 
 /* Samples after what was appended, feeding each token back. options may be NULL (defaults). */
 cera_status cera_generate(cera_session* session, const cera_generate_options* options, cera_token_callback callback,

@@ -232,6 +232,23 @@ cera_status cera_decode_batch(cera_engine* engine, cera_session* const* sessions
   });
 }
 
+cera_status cera_generate_greedy_batch(cera_engine* engine, cera_session* const* sessions, const int32_t* tokens,
+                                       size_t n, int32_t n_steps, int32_t* out_tokens) {
+  return guarded([&] {
+    if (!engine || (n > 0 && (!sessions || !tokens)) || (n > 0 && n_steps > 0 && !out_tokens))
+      throw cera::Error(cera::ErrorCode::InvalidArgument, "cera_generate_greedy_batch: NULL argument");
+    if (n_steps < 0) throw cera::Error(cera::ErrorCode::InvalidArgument, "cera_generate_greedy_batch: n_steps < 0");
+    std::vector<cera::Session*> batch(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (!sessions[i]) throw cera::Error(cera::ErrorCode::InvalidArgument, "cera_generate_greedy_batch: session " +
+                                                                             std::to_string(i) + " is NULL");
+      batch[i] = sessions[i]->session.get();
+    }
+    engine->engine->generate_greedy_batch(batch, std::span<const int32_t>(tokens, n), n_steps,
+                                          std::span<int32_t>(out_tokens, size_t(n_steps) * n));
+  });
+}
+
 const float* cera_session_logits(const cera_session* session, size_t* n_rows) {
   if (n_rows) *n_rows = 0;
   if (!session) return nullptr;

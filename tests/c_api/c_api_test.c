@@ -198,6 +198,26 @@ int main(void) {
     cera_session_free(b);
   }
 
+  /* Several greedy steps at once: both sessions follow the fixture's greedy continuation. */
+  {
+    cera_session* a = cera_session_new(engine);
+    cera_session* b = cera_session_new(engine);
+    CHECK(a && b && cera_session_append(a, ids, n_ids, 0) == CERA_OK && cera_session_append(b, ids, n_ids, 0) == CERA_OK,
+          "sessions: %s", cera_last_error());
+    cera_session* pair[2] = {a, b};
+    const int32_t first[2] = {kGreedy[0], kGreedy[0]};
+    int32_t out[2 * (N_GREEDY - 1)];
+    st = cera_generate_greedy_batch(engine, pair, first, 2, (int32_t)(N_GREEDY - 1), out);
+    CHECK(st == CERA_OK, "generate_greedy_batch: %s", cera_last_error());
+    for (size_t k = 0; k + 1 < N_GREEDY; ++k)
+      CHECK(out[2 * k] == kGreedy[k + 1] && out[2 * k + 1] == kGreedy[k + 1], "step %zu: %d %d, want %d", k,
+            out[2 * k], out[2 * k + 1], kGreedy[k + 1]);
+    CHECK(cera_session_position(a) == (int32_t)(N_PROMPT + N_GREEDY - 1), "position %d", cera_session_position(a));
+    CHECK(cera_generate_greedy_batch(engine, pair, first, 2, 3, NULL) == CERA_ERR_INVALID_ARGUMENT, "NULL out accepted");
+    cera_session_free(a);
+    cera_session_free(b);
+  }
+
   cera_session_free(fork);
   cera_session_free(s);
   cera_engine_free(engine);
