@@ -372,7 +372,9 @@ class CudaBackend final : public Backend {
     finish_step();
     argmax_dev_.ensure(sizeof(int32_t) * size_t(t.rows));
     argmax_host_.ensure(sizeof(int32_t) * size_t(t.rows));
-    cuda::argmax_rows(t.f32(), stride(t), rows(t), int32_t(t.cols), argmax_dev_.as<int32_t>(), stream_);
+    argmax_scratch_.ensure(cuda::argmax_scratch_bytes(rows(t), int32_t(t.cols)));
+    cuda::argmax_rows(t.f32(), stride(t), rows(t), int32_t(t.cols), argmax_dev_.as<int32_t>(), argmax_scratch_.get(),
+                      stream_);
     CERA_CUDA_CHECK(cudaMemcpyAsync(argmax_host_.as<int32_t>(), argmax_dev_.get(), sizeof(int32_t) * size_t(t.rows),
                                     cudaMemcpyDeviceToHost, stream_));
     CERA_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -404,7 +406,9 @@ class CudaBackend final : public Backend {
     const int slot = argmax_slot_ ^= 1;
     argmax_dev_.ensure(sizeof(int32_t) * size_t(t.rows));  // read by the next step's token copy, not by graphs
     argmax_pinned_[slot].ensure(sizeof(int32_t) * size_t(t.rows));
-    cuda::argmax_rows(t.f32(), stride(t), rows(t), int32_t(t.cols), argmax_dev_.as<int32_t>(), stream_);
+    argmax_scratch_.ensure(cuda::argmax_scratch_bytes(rows(t), int32_t(t.cols)));
+    cuda::argmax_rows(t.f32(), stride(t), rows(t), int32_t(t.cols), argmax_dev_.as<int32_t>(), argmax_scratch_.get(),
+                      stream_);
     CERA_CUDA_CHECK(cudaMemcpyAsync(argmax_pinned_[slot].as<int32_t>(), argmax_dev_.get(), sizeof(int32_t) * size_t(t.rows),
                                     cudaMemcpyDeviceToHost, stream_));
     if (!argmax_ready_[slot]) CERA_CUDA_CHECK(cudaEventCreateWithFlags(&argmax_ready_[slot], cudaEventDisableTiming));
@@ -819,7 +823,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer partial_;  // decode attention's split results
   std::map<std::tuple<int32_t, float, float, const float*>, DeviceBuffer> rope_tables_;
   PinnedBuffer read_host_, shift_host_, argmax_host_;
-  DeviceBuffer argmax_dev_;
+  DeviceBuffer argmax_dev_, argmax_scratch_;
   // argmax_rows_async: two pinned result slots, their events, the pending (slot, rows) in order.
   PinnedBuffer argmax_pinned_[2];
   cudaEvent_t argmax_ready_[2] = {};

@@ -170,17 +170,30 @@ __global__ void gather_kernel(const float* x, int64_t xs, const int32_t* rows, f
 
 // One block per row: each thread keeps its best (value, index), then a shared-memory reduction that
 // prefers the lower index on equal values, so the result is the first maximum as on the CPU.
-__global__ void argmax_kernel(const float* x, int64_t xs, int32_t cols, int32_t* out) {
+// argmax in two passes, so a row of a large vocabulary is read by many SMs, not by one block (one
+// block per row left batch-1 decode waiting ~40 µs on a single SM's latency-bound loop).
+// Pass 1: block (chunk, row) finds its chunk's best (the first non-NaN value, then strictly larger
+// ones; -1 when the chunk is all NaN). Pass 2: one warp per row merges the chunks, the smaller
+// column winning ties, so the result is the first maximum of the row whatever the split.
+constexpr int32_t kArgmaxChunk = 4096;
+
+__device__ __forceinline__ bool argmax_better(float v, int32_t i, float bv, int32_t bi) {
+  return i >= 0 && (bi < 0 || v > bv || (v == bv && i < bi));
+}
+
+__global__ void argmax_chunk_kernel(const float* x, int64_t xs, int32_t cols, float* part_v, int32_t* part_i) {
   pdl_launch_dependents();
   pdl_wait();  // pdl.h: nothing above reads inputs or writes
   __shared__ float best_v[256];
   __shared__ int32_t best_i[256];
-  const float* row = x + int64_t(blockIdx.x) * xs;
+  const float* row = x + int64_t(blockIdx.y) * xs;
+  const int32_t c0 = blockIdx.x * kArgmaxChunk, c1 = min(cols, c0 + kArgmaxChunk);
   float bv = -INFINITY;
   int32_t bi = -1;
-  for (int32_t c = threadIdx.x; c < cols; c += blockDim.x) {
+#pragma unroll 16
+  for (int32_t c = c0 + threadIdx.x; c < c1; c += blockDim.x) {
     const float v = row[c];
-    if (bi < 0 ? v == v : v > bv) {  // the first non-NaN value, then strictly larger ones
+    if (bi < 0 ? v == v : v > bv) {  // ascending c per thread: the first of equal values stays
       bv = v;
       bi = c;
     }
@@ -189,18 +202,36 @@ __global__ void argmax_kernel(const float* x, int64_t xs, int32_t cols, int32_t*
   best_i[threadIdx.x] = bi;
   __syncthreads();
   for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) {
-      const float ov = best_v[threadIdx.x + s];
-      const int32_t oi = best_i[threadIdx.x + s];
-      const int32_t mi = best_i[threadIdx.x];
-      if (oi >= 0 && (mi < 0 || ov > best_v[threadIdx.x] || (ov == best_v[threadIdx.x] && oi < mi))) {
-        best_v[threadIdx.x] = ov;
-        best_i[threadIdx.x] = oi;
-      }
+    if (threadIdx.x < s && argmax_better(best_v[threadIdx.x + s], best_i[threadIdx.x + s], best_v[threadIdx.x],
+                                         best_i[threadIdx.x])) {
+      best_v[threadIdx.x] = best_v[threadIdx.x + s];
+      best_i[threadIdx.x] = best_i[threadIdx.x + s];
     }
     __syncthreads();
   }
-  if (threadIdx.x == 0) out[blockIdx.x] = best_i[0] < 0 ? 0 : best_i[0];
+  if (threadIdx.x == 0) {
+    part_v[int64_t(blockIdx.y) * gridDim.x + blockIdx.x] = best_v[0];
+    part_i[int64_t(blockIdx.y) * gridDim.x + blockIdx.x] = best_i[0];
+  }
+}
+
+__global__ void argmax_merge_kernel(const float* part_v, const int32_t* part_i, int32_t n_chunks, int32_t* out) {
+  pdl_launch_dependents();
+  pdl_wait();  // pdl.h: nothing above reads inputs or writes
+  const int32_t row = blockIdx.x, lane = threadIdx.x;
+  float bv = -INFINITY;
+  int32_t bi = -1;
+  for (int32_t k = lane; k < n_chunks; k += 32) {
+    const float v = part_v[int64_t(row) * n_chunks + k];
+    const int32_t i = part_i[int64_t(row) * n_chunks + k];
+    if (argmax_better(v, i, bv, bi)) bv = v, bi = i;
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float v = __shfl_xor_sync(0xffffffffu, bv, o);
+    const int32_t i = __shfl_xor_sync(0xffffffffu, bi, o);
+    if (argmax_better(v, i, bv, bi)) bv = v, bi = i;
+  }
+  if (lane == 0) out[row] = bi < 0 ? 0 : bi;
 }
 
 __global__ void sleep_kernel(int64_t ns) {
@@ -274,9 +305,18 @@ void gather_rows(const float* x, int64_t xs, const int32_t* rows, int32_t n, flo
   CERA_CUDA_CHECK_LAUNCH();
 }
 
-void argmax_rows(const float* x, int64_t xs, int32_t rows, int32_t cols, int32_t* out, cudaStream_t s) {
+size_t argmax_scratch_bytes(int32_t rows, int32_t cols) {
+  return size_t(rows) * size_t((cols + kArgmaxChunk - 1) / kArgmaxChunk) * 8;
+}
+
+void argmax_rows(const float* x, int64_t xs, int32_t rows, int32_t cols, int32_t* out, void* scratch, cudaStream_t s) {
   if (rows <= 0) return;
-  launch_pdl(argmax_kernel, dim3(rows), dim3(256), 0, s, x, xs, cols, out);
+  const int32_t chunks = (cols + kArgmaxChunk - 1) / kArgmaxChunk;
+  float* part_v = static_cast<float*>(scratch);
+  int32_t* part_i = reinterpret_cast<int32_t*>(part_v + int64_t(rows) * chunks);
+  launch_pdl(argmax_chunk_kernel, dim3(unsigned(chunks), unsigned(rows)), dim3(256), 0, s, x, xs, cols, part_v, part_i);
+  CERA_CUDA_CHECK_LAUNCH();
+  launch_pdl(argmax_merge_kernel, dim3(unsigned(rows)), dim3(32), 0, s, part_v, part_i, chunks, out);
   CERA_CUDA_CHECK_LAUNCH();
 }
 

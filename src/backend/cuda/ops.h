@@ -27,7 +27,10 @@ void swiglu(const float* gate, int64_t gate_stride, const float* up, int64_t up_
 void gather_rows(const float* x, int64_t x_stride, const int32_t* rows, int32_t n, float* out, int64_t out_stride,
                  int32_t cols, cudaStream_t s);
 // out[r] = index of the largest value of row r (the first on ties; NaN never wins).
-void argmax_rows(const float* x, int64_t x_stride, int32_t rows, int32_t cols, int32_t* out, cudaStream_t s);
+// Two launches (chunks of the row on many SMs, then a merge); scratch: argmax_scratch_bytes(rows, cols).
+size_t argmax_scratch_bytes(int32_t rows, int32_t cols);
+void argmax_rows(const float* x, int64_t x_stride, int32_t rows, int32_t cols, int32_t* out, void* scratch,
+                 cudaStream_t s);
 // rms_norm and SwiGLU writing the tensor-core GEMM's 16-bit activation input directly (dense
 // [rows, cols]): bit for bit the f32 op followed by to_f16 / to_bf16.
 void rms_norm_to_f16(const float* x, int64_t x_stride, const float* w, float eps, __half* out, int32_t rows,
