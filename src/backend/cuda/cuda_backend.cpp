@@ -389,8 +389,14 @@ class CudaBackend final : public Backend {
     top_k_dev_.ensure((sizeof(float) + sizeof(int32_t)) * n);
     top_k_host_.ensure((sizeof(float) + sizeof(int32_t)) * n);
     float* values = top_k_dev_.as<float>();
-    cuda::top_k_rows(t.f32(), stride(t), rows(t), int32_t(t.cols), k, top_k_scratch_.get(), values,
-                     reinterpret_cast<int32_t*>(values + n), stream_);
+    if (k == 1) {  // greedy: the two-pass argmax, which also gives the value (same contract, fewer launches)
+      argmax_scratch_.ensure(cuda::argmax_scratch_bytes(rows(t), int32_t(t.cols)));
+      cuda::argmax_rows(t.f32(), stride(t), rows(t), int32_t(t.cols), reinterpret_cast<int32_t*>(values + n),
+                        argmax_scratch_.get(), stream_, values);
+    } else {
+      cuda::top_k_rows(t.f32(), stride(t), rows(t), int32_t(t.cols), k, top_k_scratch_.get(), values,
+                       reinterpret_cast<int32_t*>(values + n), stream_);
+    }
     CERA_CUDA_CHECK(cudaMemcpyAsync(top_k_host_.as<float>(), values, (sizeof(float) + sizeof(int32_t)) * n,
                                     cudaMemcpyDeviceToHost, stream_));
     CERA_CUDA_CHECK(cudaStreamSynchronize(stream_));

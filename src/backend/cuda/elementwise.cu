@@ -215,7 +215,10 @@ __global__ void argmax_chunk_kernel(const float* x, int64_t xs, int32_t cols, fl
   }
 }
 
-__global__ void argmax_merge_kernel(const float* part_v, const int32_t* part_i, int32_t n_chunks, int32_t* out) {
+// With values: also the winning value, and id -1 / value NaN for a row with no non-NaN value (the
+// top_k_rows contract for k = 1); without: id 0 for such a row (argmax_rows').
+__global__ void argmax_merge_kernel(const float* part_v, const int32_t* part_i, int32_t n_chunks, int32_t* out,
+                                    float* values) {
   pdl_launch_dependents();
   pdl_wait();  // pdl.h: nothing above reads inputs or writes
   const int32_t row = blockIdx.x, lane = threadIdx.x;
@@ -231,7 +234,14 @@ __global__ void argmax_merge_kernel(const float* part_v, const int32_t* part_i, 
     const int32_t i = __shfl_xor_sync(0xffffffffu, bi, o);
     if (argmax_better(v, i, bv, bi)) bv = v, bi = i;
   }
-  if (lane == 0) out[row] = bi < 0 ? 0 : bi;
+  if (lane == 0) {
+    if (values) {
+      out[row] = bi;
+      values[row] = bi < 0 ? __int_as_float(0x7fc00000) : bv;
+    } else {
+      out[row] = bi < 0 ? 0 : bi;
+    }
+  }
 }
 
 __global__ void sleep_kernel(int64_t ns) {
@@ -309,14 +319,15 @@ size_t argmax_scratch_bytes(int32_t rows, int32_t cols) {
   return size_t(rows) * size_t((cols + kArgmaxChunk - 1) / kArgmaxChunk) * 8;
 }
 
-void argmax_rows(const float* x, int64_t xs, int32_t rows, int32_t cols, int32_t* out, void* scratch, cudaStream_t s) {
+void argmax_rows(const float* x, int64_t xs, int32_t rows, int32_t cols, int32_t* out, void* scratch, cudaStream_t s,
+                 float* values) {
   if (rows <= 0) return;
   const int32_t chunks = (cols + kArgmaxChunk - 1) / kArgmaxChunk;
   float* part_v = static_cast<float*>(scratch);
   int32_t* part_i = reinterpret_cast<int32_t*>(part_v + int64_t(rows) * chunks);
   launch_pdl(argmax_chunk_kernel, dim3(unsigned(chunks), unsigned(rows)), dim3(256), 0, s, x, xs, cols, part_v, part_i);
   CERA_CUDA_CHECK_LAUNCH();
-  launch_pdl(argmax_merge_kernel, dim3(unsigned(rows)), dim3(32), 0, s, part_v, part_i, chunks, out);
+  launch_pdl(argmax_merge_kernel, dim3(unsigned(rows)), dim3(32), 0, s, part_v, part_i, chunks, out, values);
   CERA_CUDA_CHECK_LAUNCH();
 }
 

@@ -29,8 +29,9 @@ void gather_rows(const float* x, int64_t x_stride, const int32_t* rows, int32_t 
 // out[r] = index of the largest value of row r (the first on ties; NaN never wins).
 // Two launches (chunks of the row on many SMs, then a merge); scratch: argmax_scratch_bytes(rows, cols).
 size_t argmax_scratch_bytes(int32_t rows, int32_t cols);
+// With values, also each row's maximum, and (id -1, NaN) for an all-NaN row: top_k_rows for k = 1.
 void argmax_rows(const float* x, int64_t x_stride, int32_t rows, int32_t cols, int32_t* out, void* scratch,
-                 cudaStream_t s);
+                 cudaStream_t s, float* values = nullptr);
 // rms_norm and SwiGLU writing the tensor-core GEMM's 16-bit activation input directly (dense
 // [rows, cols]): bit for bit the f32 op followed by to_f16 / to_bf16.
 void rms_norm_to_f16(const float* x, int64_t x_stride, const float* w, float eps, __half* out, int32_t rows,
