@@ -45,7 +45,7 @@ typedef struct cera_engine_options {
   int32_t n_batch;              /* largest prefill chunk; 0 = the device's default (512 CPU, 4096 GPU) */
   int32_t n_seq_max;            /* sessions alive at once */
   int32_t prefix_cache_mib;     /* 0: no prompt prefix cache */
-  int32_t checkpoint_interval;  /* a multiple of 32 */
+  int32_t checkpoint_interval;  /* a multiple of 32; 0 = the device's default (128 CPU, 1024 GPU) */
   int32_t embeddings;           /* non-zero: sessions also keep final-norm hidden states */
   const char* device;           /* "cpu", "cuda" or "cuda:N"; NULL or "": cpu (cuda when n_gpu_layers > 0) */
   int32_t n_gpu_layers;         /* llama.cpp's -ngl: 0 none, >= the layer count all; -1: not given */

@@ -17,6 +17,8 @@ namespace cera {
 
 inline constexpr int32_t kDefaultBatchCpu = 512;
 inline constexpr int32_t kDefaultBatchGpu = 4096;
+inline constexpr int32_t kDefaultCheckpointCpu = 128;
+inline constexpr int32_t kDefaultCheckpointGpu = 1024;
 
 struct EngineOptions {
   std::string model_path;    // a GGUF file
@@ -35,8 +37,9 @@ struct EngineOptions {
   // A new session whose prompt starts like an earlier one resumes from the cached prefix.
   int32_t prefix_cache_mib = 256;
   // Tokens between conv-state checkpoints (a multiple of 32). Prefill runs in chunks ending at
-  // these positions, so a hybrid model (LFM2) can resume from any multiple of it.
-  int32_t checkpoint_interval = 128;
+  // these positions, so a hybrid model (LFM2) can resume from any multiple of it. 0 = the device's
+  // default: kDefaultCheckpointCpu, or kDefaultCheckpointGpu (larger, so prefill steps stay large).
+  int32_t checkpoint_interval = 0;
   // Sessions also keep the final-norm hidden states of their output rows (Session::embeddings()).
   bool embeddings = false;
 };

@@ -13,9 +13,14 @@ Engine::~Engine() = default;
 
 namespace {
 
+// The device the options ask for: --device, else cuda when -ngl asks for GPU layers, else cpu.
+std::string resolved_device(const EngineOptions& options) {
+  if (!options.device.empty()) return options.device;
+  return options.n_gpu_layers > 0 ? "cuda" : "cpu";
+}
+
 std::unique_ptr<Backend> make_backend(const EngineOptions& options) {
-  std::string device = options.device;
-  if (device.empty()) device = options.n_gpu_layers > 0 ? "cuda" : "cpu";
+  const std::string device = resolved_device(options);
   if (device == "cpu") {
     if (options.n_gpu_layers > 0)
       throw Error(ErrorCode::InvalidArgument, "-ngl " + std::to_string(options.n_gpu_layers) +
@@ -60,27 +65,34 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
                                               std::to_string(n_layer) +
                                               " layers) is not supported: use -ngl 99 (all layers) or --device cpu");
   }
+  // Defaults that depend on the device: a GPU wants large prefill steps, and chunks end at
+  // checkpoints, so its checkpoints are further apart (the prefix cache resumes at multiples of it).
+  const bool on_gpu = resolved_device(options).rfind("cuda", 0) == 0;
+  if (impl->options.checkpoint_interval == 0)
+    impl->options.checkpoint_interval = on_gpu ? kDefaultCheckpointGpu : kDefaultCheckpointCpu;
   ModelOptions mo;
-  const int32_t n_batch = options.n_batch > 0 ? options.n_batch
-                          : options.device.rfind("cuda", 0) == 0 ? kDefaultBatchGpu
-                                                                  : kDefaultBatchCpu;
+  const int32_t n_batch = options.n_batch > 0 ? options.n_batch : on_gpu ? kDefaultBatchGpu : kDefaultBatchCpu;
   mo.max_batch_tokens = std::min(n_batch, options.n_ctx * options.n_seq_max);
+  // Logits for a step: one row per sequence, or every token of an all_logits chunk (perplexity,
+  // append(…, true)), which Session::append then keeps to kMaxLogitsRows tokens.
+  mo.max_output_rows = std::max(kMaxLogitsRows, options.n_seq_max);
   impl->model = load_model(*impl->file, *impl->backend, mo);
   impl->tokenizer = std::make_unique<Tokenizer>(vocab_from_gguf(*impl->file));
 
   const ModelHparams& hp = impl->model->hparams();
   runtime::SequenceStoreConfig sc;
   sc.kv_block_size = 32;
-  if (options.checkpoint_interval <= 0 || options.checkpoint_interval % sc.kv_block_size != 0)
+  const int32_t interval = impl->options.checkpoint_interval;
+  if (interval <= 0 || interval % sc.kv_block_size != 0)
     throw Error(ErrorCode::InvalidArgument, "checkpoint interval must be a positive multiple of " +
-                                                std::to_string(sc.kv_block_size));
+                                                std::to_string(sc.kv_block_size) + " (or 0: the default)");
   const int32_t blocks_per_seq = (options.n_ctx + sc.kv_block_size - 1) / sc.kv_block_size;
 
   // Size the prefix cache from its memory budget: KV blocks plus one conv checkpoint per interval.
   const StateLayout unit = impl->model->state_layout(sc.kv_block_size, 1, 1);
   const double kv_block_bytes = double(unit.n_attention_layers) * 2 * sc.kv_block_size * unit.kv_dim * 4;
   const double checkpoint_bytes = double(unit.n_conv_layers) * unit.conv_state_dim * 4;
-  const double blocks_per_checkpoint = double(options.checkpoint_interval / sc.kv_block_size);
+  const double blocks_per_checkpoint = double(interval / sc.kv_block_size);
   const double bytes_per_block = kv_block_bytes + checkpoint_bytes / blocks_per_checkpoint;
   runtime::PrefixCacheConfig pc;
   pc.block_size = sc.kv_block_size;

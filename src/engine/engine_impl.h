@@ -18,6 +18,10 @@
 
 namespace cera {
 
+// Most logits rows one step returns besides one per sequence: all_logits chunks are cut to this
+// (a 4096-token GPU step would otherwise need 4096 × n_vocab floats of logits).
+inline constexpr int32_t kMaxLogitsRows = 512;
+
 struct Engine::Impl {
   EngineOptions options;
   ModelInfo info;

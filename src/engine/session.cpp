@@ -271,6 +271,7 @@ void Session::append(std::span<const int32_t> tokens, bool all_logits) {
     impl_->throw_if_cancelled();
     const int32_t pos = impl_->state().n_past;
     size_t n = std::min(tokens.size() - done, size_t(e.model->max_batch_tokens()));
+    if (all_logits) n = std::min(n, size_t(e.model->max_output_rows()));  // a logits row per token
     if (interval > 0) n = std::min(n, size_t(interval - pos % interval));
     const auto piece = tokens.subspan(done, n);
     const bool last = done + n == tokens.size();

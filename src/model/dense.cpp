@@ -77,7 +77,7 @@ DenseConfig read_dense_config(const gguf::File& f, const ModelHparams& hp) {
 
 class DenseModel final : public Model {
  public:
-  DenseModel(const gguf::File& f, Backend& be, const ModelOptions& opt) : Model(be, opt.max_batch_tokens) {
+  DenseModel(const gguf::File& f, Backend& be, const ModelOptions& opt) : Model(be, opt) {
     const std::string arch = f.get_string("general.architecture");
     hp_ = read_common_hparams(f, arch);
     cfg_ = read_dense_config(f, hp_);
@@ -144,8 +144,8 @@ class DenseModel final : public Model {
     qkv_ = be.alloc(B, Q + 2 * int64_t(kv_dim_));
     attn_ = be.alloc(B, Q);
     ffn_ = be.alloc(B, 2 * F_max);
-    out_rows_ = be.alloc(B, D);
-    logits_ = be.alloc(B, hp_.n_vocab);
+    out_rows_ = be.alloc(max_output_rows_, D);
+    logits_ = be.alloc(max_output_rows_, hp_.n_vocab);
   }
 
   const ModelHparams& hparams() const override { return hp_; }
@@ -181,6 +181,7 @@ class DenseModel final : public Model {
   }
 
   Tensor forward(int32_t T, int32_t n_out) override {
+    check_outputs(n_out);
     Backend& be = backend_;
     const float eps = hp_.norm_eps;
     Tensor x = x_.first_rows(T), h = h_.first_rows(T), o = o_.first_rows(T);

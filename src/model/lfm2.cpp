@@ -13,7 +13,7 @@ namespace {
 
 class Lfm2Model final : public Model {
  public:
-  Lfm2Model(const gguf::File& f, Backend& be, const ModelOptions& opt) : Model(be, opt.max_batch_tokens) {
+  Lfm2Model(const gguf::File& f, Backend& be, const ModelOptions& opt) : Model(be, opt) {
     hp_ = read_common_hparams(f, "lfm2");
     hp_.conv_kernel = int32_t(f.get_int_opt("lfm2.shortconv.l_cache").value_or(3));
     if (hp_.conv_kernel < 2 || hp_.conv_kernel > 64)
@@ -75,8 +75,8 @@ class Lfm2Model final : public Model {
     qkv_ = be.alloc(B, hp_.n_head * d + 2 * std::max<int64_t>(kv_dim_, 1));
     attn_ = be.alloc(B, hp_.n_head * d);
     ffn_ = be.alloc(B, 2 * F_max);
-    out_rows_ = be.alloc(B, D);
-    logits_ = be.alloc(B, hp_.n_vocab);
+    out_rows_ = be.alloc(max_output_rows_, D);
+    logits_ = be.alloc(max_output_rows_, hp_.n_vocab);
   }
 
   const ModelHparams& hparams() const override { return hp_; }
@@ -114,6 +114,7 @@ class Lfm2Model final : public Model {
   }
 
   Tensor forward(int32_t T, int32_t n_out) override {
+    check_outputs(n_out);
     Backend& be = backend_;
     const int64_t D = hp_.n_embd;
     const float eps = hp_.norm_eps;

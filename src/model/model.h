@@ -2,6 +2,7 @@
 // backend op interface. Architectures register a loader by their GGUF `general.architecture`.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -31,6 +32,9 @@ struct ModelHparams {
 
 struct ModelOptions {
   int32_t max_batch_tokens = 512;  // rows of the largest step (prefill chunk)
+  // Rows of logits one step can return (≤ max_batch_tokens; 0 = max_batch_tokens): the logits buffer
+  // is this × n_vocab floats, so a large prefill step need not mean gigabytes of logits.
+  int32_t max_output_rows = 0;
 };
 
 class Model {
@@ -40,6 +44,7 @@ class Model {
   // Per-sequence state this architecture needs, for the given KV pool and number of slots.
   virtual StateLayout state_layout(int32_t kv_block_size, int32_t n_kv_blocks, int32_t n_slots) const = 0;
   int32_t max_batch_tokens() const { return max_batch_tokens_; }
+  int32_t max_output_rows() const { return max_output_rows_; }
   // Runs the step whose inputs were handed to backend().set_step(); returns the logits of the
   // step's output rows, [n_outputs, n_vocab], in backend memory.
   virtual Tensor forward(int32_t n_tokens, int32_t n_outputs) = 0;
@@ -53,9 +58,14 @@ class Model {
   Backend& backend() { return backend_; }
 
  protected:
-  Model(Backend& backend, int32_t max_batch_tokens) : backend_(backend), max_batch_tokens_(max_batch_tokens) {}
+  Model(Backend& backend, const ModelOptions& o)
+      : backend_(backend),
+        max_batch_tokens_(o.max_batch_tokens),
+        max_output_rows_(o.max_output_rows > 0 ? std::min(o.max_output_rows, o.max_batch_tokens) : o.max_batch_tokens) {}
+  // forward() refuses a step with more outputs than the logits buffer holds.
+  void check_outputs(int32_t n_outputs) const;
   Backend& backend_;
-  int32_t max_batch_tokens_;
+  int32_t max_batch_tokens_, max_output_rows_;
   Tensor output_hidden_;  // set by forward()
 };
 

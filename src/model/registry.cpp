@@ -35,3 +35,13 @@ std::unique_ptr<Model> load_model(const gguf::File& file, Backend& backend, cons
 }
 
 }  // namespace cera
+
+namespace cera {
+
+void Model::check_outputs(int32_t n_outputs) const {
+  if (n_outputs > max_output_rows_)
+    throw Error(ErrorCode::Internal, "a step asks for " + std::to_string(n_outputs) + " rows of logits; the model holds " +
+                                         std::to_string(max_output_rows_));
+}
+
+}  // namespace cera

@@ -7,8 +7,10 @@
 #include <cstring>
 
 #include "cera/engine.h"
+#include "engine/engine_impl.h"
 #include "support/fixture_models.h"
 #include "support/fixtures.h"
+#include "support/logits.h"
 
 namespace cera {
 namespace {
@@ -207,6 +209,38 @@ TEST(GenerateGreedyBatch, StopsCleanlyWhenTheContextFills) {
   EXPECT_THROW(e->generate_greedy_batch(batch, {&first, 1}, 3, out), Error);  // out too small
   e->generate_greedy_batch(batch, {&first, 1}, 0, std::span<int32_t>());
   EXPECT_EQ(s->position(), 10);
+}
+
+// A step's logits buffer holds at most max(512, n_seq_max) rows, however large the prefill step:
+// an all_logits append longer than that is cut into pieces and gives the same rows as an engine
+// whose steps are small anyway. The device-dependent defaults resolve on the CPU to 512 / 128.
+TEST(EngineDefaults, AllLogitsBeyondTheLogitsRowsAndCpuDefaults) {
+  const std::string path = test::fixture_gguf("lfm2-tiny", "Q4_0");
+  EngineOptions big;
+  big.model_path = path;
+  big.n_ctx = 1024;
+  big.n_batch = 1024;
+  big.prefix_cache_mib = 0;  // no checkpoint cuts: one 700-token step where it fits
+  EngineOptions small = big;
+  small.n_batch = 128;
+  auto a = Engine::load(big), b = Engine::load(small);
+  EXPECT_EQ(EngineInternals::of(*a).model->max_output_rows(), 512);
+  const auto prompt = synthetic_prompt(3, 700);
+  auto sa = a->new_session(), sb = b->new_session();
+  const uint64_t steps_before = EngineInternals::of(*a).step_count;
+  sa->append(prompt, /*all_logits=*/true);
+  EXPECT_EQ(EngineInternals::of(*a).step_count - steps_before, 2u) << "700 logits rows: steps of 512 and 188";
+  sb->append(prompt, true);
+  const auto la = sa->logits(), lb = sb->logits();
+  ASSERT_EQ(la.size(), lb.size());
+  ASSERT_EQ(la.size(), size_t(700) * size_t(a->info().n_vocab));
+  test::RelRms diff;
+  diff.add(la, lb);
+  EXPECT_LE(diff.value(), 1e-5) << "the same rows, whatever the step size";
+  EngineOptions d;
+  d.model_path = path;
+  auto c = Engine::load(d);
+  EXPECT_EQ(c->options().checkpoint_interval, kDefaultCheckpointCpu);
 }
 
 }  // namespace
