@@ -165,9 +165,9 @@ class Engine {
   // n_steps of decode_batch_greedy in a row, each step appending the previous one's tokens:
   // step 0 appends tokens[i] to sessions[i]; out_tokens[k·n + i] (n = sessions.size()) is the token
   // session i chose at step k, which step k + 1 appends (the last step's choice is not appended).
-  // The same tokens as n_steps calls of decode_batch_greedy, but pipelined where the backend feeds
-  // each step's argmax back on the device (CUDA): the host launches step k + 1 and does step k's
-  // bookkeeping while the device runs, so the device does not wait for the host between steps.
+  // The same tokens as n_steps calls of decode_batch_greedy, but pipelined: each step's argmax is
+  // fed back where it was computed (on a GPU it never crosses to the host first), and the host
+  // launches step k + 1 and does step k's bookkeeping while the device runs step k.
   // Errors as decode_batch; on an error the sessions hold every step that ran.
   void generate_greedy_batch(std::span<Session* const> sessions, std::span<const int32_t> tokens, int32_t n_steps,
                              std::span<int32_t> out_tokens);

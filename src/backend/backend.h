@@ -129,10 +129,9 @@ class Backend {
   // Pipelined greedy decoding (Engine::generate_greedy_batch). argmax_rows_async ends the step like
   // argmax_rows but does not wait: the ids come back through argmax_rows_wait (oldest first; at most
   // two outstanding), and the next step may take them as its tokens without a host round trip
-  // (StepInputs::tokens_from_argmax), so the host prepares step k+1 while the device runs step k.
-  // Backends that cannot overlap say so with feeds_back_argmax() == false; the engine then waits
-  // for every step. The default runs argmax_rows at once and queues the result.
-  virtual bool feeds_back_argmax() const { return false; }
+  // (StepInputs::tokens_from_argmax, which every backend's set_step honors), so the host prepares
+  // step k+1 while the device runs step k. The default runs argmax_rows at once and queues the
+  // result; a backend computing on the host feeds last_async_argmax() to the next step.
   virtual void argmax_rows_async(const Tensor& t) {
     if (pending_argmax_.size() >= 2) throw Error(ErrorCode::Internal, "argmax_rows_async: two results already pending");
     last_argmax_.resize(static_cast<size_t>(t.rows));

@@ -66,6 +66,21 @@ cera::SamplingParams to_cpp(const cera_sampling_params& p) {
   return s;
 }
 
+// The C++ sessions behind a C array of n sessions (with its tokens), or InvalidArgument naming `fn`.
+std::vector<cera::Session*> batch_of(const char* fn, cera_engine* engine, cera_session* const* sessions,
+                                     const int32_t* tokens, size_t n) {
+  if (!engine || (n > 0 && (!sessions || !tokens)))
+    throw cera::Error(cera::ErrorCode::InvalidArgument, std::string(fn) + ": NULL argument");
+  std::vector<cera::Session*> batch(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (!sessions[i])
+      throw cera::Error(cera::ErrorCode::InvalidArgument,
+                        std::string(fn) + ": session " + std::to_string(i) + " is NULL");
+    batch[i] = sessions[i]->session.get();
+  }
+  return batch;
+}
+
 }  // namespace
 
 extern "C" {
@@ -218,14 +233,7 @@ cera_status cera_session_append(cera_session* session, const int32_t* ids, size_
 cera_status cera_decode_batch(cera_engine* engine, cera_session* const* sessions, const int32_t* tokens, size_t n,
                               int32_t* next_tokens) {
   return guarded([&] {
-    if (!engine || (n > 0 && (!sessions || !tokens)))
-      throw cera::Error(cera::ErrorCode::InvalidArgument, "cera_decode_batch: NULL argument");
-    std::vector<cera::Session*> batch(n);
-    for (size_t i = 0; i < n; ++i) {
-      if (!sessions[i]) throw cera::Error(cera::ErrorCode::InvalidArgument, "cera_decode_batch: session " +
-                                                                             std::to_string(i) + " is NULL");
-      batch[i] = sessions[i]->session.get();
-    }
+    const std::vector<cera::Session*> batch = batch_of("cera_decode_batch", engine, sessions, tokens, n);
     const std::span<const int32_t> ids(tokens, n);
     if (next_tokens) engine->engine->decode_batch_greedy(batch, ids, std::span<int32_t>(next_tokens, n));
     else engine->engine->decode_batch(batch, ids);
@@ -235,15 +243,10 @@ cera_status cera_decode_batch(cera_engine* engine, cera_session* const* sessions
 cera_status cera_generate_greedy_batch(cera_engine* engine, cera_session* const* sessions, const int32_t* tokens,
                                        size_t n, int32_t n_steps, int32_t* out_tokens) {
   return guarded([&] {
-    if (!engine || (n > 0 && (!sessions || !tokens)) || (n > 0 && n_steps > 0 && !out_tokens))
+    const std::vector<cera::Session*> batch = batch_of("cera_generate_greedy_batch", engine, sessions, tokens, n);
+    if (n > 0 && n_steps > 0 && !out_tokens)
       throw cera::Error(cera::ErrorCode::InvalidArgument, "cera_generate_greedy_batch: NULL argument");
     if (n_steps < 0) throw cera::Error(cera::ErrorCode::InvalidArgument, "cera_generate_greedy_batch: n_steps < 0");
-    std::vector<cera::Session*> batch(n);
-    for (size_t i = 0; i < n; ++i) {
-      if (!sessions[i]) throw cera::Error(cera::ErrorCode::InvalidArgument, "cera_generate_greedy_batch: session " +
-                                                                             std::to_string(i) + " is NULL");
-      batch[i] = sessions[i]->session.get();
-    }
     engine->engine->generate_greedy_batch(batch, std::span<const int32_t>(tokens, n), n_steps,
                                           std::span<int32_t>(out_tokens, size_t(n_steps) * n));
   });

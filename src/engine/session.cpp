@@ -96,6 +96,16 @@ struct Session::Impl {
     return tokens.subspan(size_t(m.n_tokens));
   }
 
+  // What a batched decode step does for each session once it has appended `token` (the caller has
+  // set or cleared its logits and embeddings).
+  void appended_in_batch(int32_t token) {
+    logits_on_device = false;
+    reused = 0;
+    history.push_back(token);
+    chat_fed.reset();  // the session now holds text its chat rendering does not know
+    publish_to_cache();
+  }
+
   // After a chunk that ended on a checkpoint boundary: publish the prefix and its conv state.
   void publish_to_cache() {
     Engine::Impl& e = *engine;
@@ -141,11 +151,6 @@ void Engine::generate_greedy_batch(std::span<Session* const> sessions, std::span
   if (n_steps == 0) return;
   Impl& e = *impl_;
   auto chosen = [&](int32_t k) { return out_tokens.subspan(size_t(k) * n, n); };
-  if (!e.backend->feeds_back_argmax()) {  // nothing to overlap: one step after the other
-    decode_batch_greedy(sessions, tokens, chosen(0));
-    for (int32_t k = 1; k < n_steps; ++k) decode_batch_greedy(sessions, chosen(k - 1), chosen(k));
-    return;
-  }
   // Step k's inputs: one token per session; after step 0 the backend supplies it (its last argmax).
   std::vector<Impl::SeqInput> inputs;
   const int32_t placeholder[1] = {0};
@@ -157,12 +162,8 @@ void Engine::generate_greedy_batch(std::span<Session* const> sessions, std::span
     for (size_t i = 0; i < n; ++i) {
       Session::Impl& s = *sessions[i]->impl_;
       s.logits.clear();
-      s.logits_on_device = false;
       s.embeddings.clear();
-      s.reused = 0;
-      s.history.push_back(fed[i]);
-      s.chat_fed.reset();
-      s.publish_to_cache();
+      s.appended_in_batch(fed[i]);
     }
   };
   int32_t launched = 0, received = 0;
@@ -241,10 +242,7 @@ void Engine::decode_batch_impl(std::span<Session* const> sessions, std::span<con
     }
     if (hidden.empty()) s.embeddings.clear();
     else s.embeddings.assign(hidden.begin() + long(i * E), hidden.begin() + long((i + 1) * E));
-    s.reused = 0;
-    s.history.push_back(tokens[i]);
-    s.chat_fed.reset();  // the session now holds text its chat rendering does not know
-    s.publish_to_cache();
+    s.appended_in_batch(tokens[i]);
   }
 }
 

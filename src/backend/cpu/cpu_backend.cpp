@@ -75,10 +75,8 @@ class CpuBackend final : public Backend {
     }
   }
 
-  // Steps may take their tokens from the last argmax_rows_async (Backend's default queue): the
-  // engine's pipelined path then runs here too, step for step as on a GPU.
-  bool feeds_back_argmax() const override { return true; }
-
+  // A step may take its tokens from the last argmax_rows_async (Backend's default queue): the
+  // engine's pipelined path runs here too, step for step as on a GPU.
   void set_step(const StepInputs& in) override {
     if (in.tokens_from_argmax) {
       if (last_async_argmax().size() != in.positions.size())

@@ -150,14 +150,15 @@ class OpProfiler {
   std::map<std::string, std::pair<double, int64_t>> totals_;
 };
 
-bool env_flag(const char* name) {
+// Whether the environment sets `name` to exactly `value` (the backend's A/B switches).
+bool env_is(const char* name, const char* value) {
   const char* v = std::getenv(name);
-  return v && std::string(v) == "1";
+  return v && std::string(v) == value;
 }
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(const CudaBackendOptions& o) : options_(o), profiler_(env_flag("CERA_CUDA_PROFILE")) {
+  explicit CudaBackend(const CudaBackendOptions& o) : options_(o), profiler_(env_is("CERA_CUDA_PROFILE", "1")) {
     CERA_CUDA_CHECK(cudaSetDevice(o.device));
     CERA_CUDA_CHECK(cudaGetDeviceProperties(&props_, o.device));
     CERA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -372,9 +373,7 @@ class CudaBackend final : public Backend {
     finish_step();
     argmax_dev_.ensure(sizeof(int32_t) * size_t(t.rows));
     argmax_host_.ensure(sizeof(int32_t) * size_t(t.rows));
-    argmax_scratch_.ensure(cuda::argmax_scratch_bytes(rows(t), int32_t(t.cols)));
-    cuda::argmax_rows(t.f32(), stride(t), rows(t), int32_t(t.cols), argmax_dev_.as<int32_t>(), argmax_scratch_.get(),
-                      stream_);
+    launch_argmax(t, argmax_dev_.as<int32_t>());
     CERA_CUDA_CHECK(cudaMemcpyAsync(argmax_host_.as<int32_t>(), argmax_dev_.get(), sizeof(int32_t) * size_t(t.rows),
                                     cudaMemcpyDeviceToHost, stream_));
     CERA_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -390,9 +389,7 @@ class CudaBackend final : public Backend {
     top_k_host_.ensure((sizeof(float) + sizeof(int32_t)) * n);
     float* values = top_k_dev_.as<float>();
     if (k == 1) {  // greedy: the two-pass argmax, which also gives the value (same contract, fewer launches)
-      argmax_scratch_.ensure(cuda::argmax_scratch_bytes(rows(t), int32_t(t.cols)));
-      cuda::argmax_rows(t.f32(), stride(t), rows(t), int32_t(t.cols), reinterpret_cast<int32_t*>(values + n),
-                        argmax_scratch_.get(), stream_, values);
+      launch_argmax(t, reinterpret_cast<int32_t*>(values + n), values);
     } else {
       cuda::top_k_rows(t.f32(), stride(t), rows(t), int32_t(t.cols), k, top_k_scratch_.get(), values,
                        reinterpret_cast<int32_t*>(values + n), stream_);
@@ -404,17 +401,13 @@ class CudaBackend final : public Backend {
     std::copy_n(reinterpret_cast<const int32_t*>(top_k_host_.as<float>() + n), n, host_ids);
   }
 
-  bool feeds_back_argmax() const override { return true; }
-
   void argmax_rows_async(const Tensor& t) override {
     finish_step();
     if (pending_.size() >= 2) throw Error(ErrorCode::Internal, "argmax_rows_async: two results already pending");
     const int slot = argmax_slot_ ^= 1;
     argmax_dev_.ensure(sizeof(int32_t) * size_t(t.rows));  // read by the next step's token copy, not by graphs
     argmax_pinned_[slot].ensure(sizeof(int32_t) * size_t(t.rows));
-    argmax_scratch_.ensure(cuda::argmax_scratch_bytes(rows(t), int32_t(t.cols)));
-    cuda::argmax_rows(t.f32(), stride(t), rows(t), int32_t(t.cols), argmax_dev_.as<int32_t>(), argmax_scratch_.get(),
-                      stream_);
+    launch_argmax(t, argmax_dev_.as<int32_t>());
     CERA_CUDA_CHECK(cudaMemcpyAsync(argmax_pinned_[slot].as<int32_t>(), argmax_dev_.get(), sizeof(int32_t) * size_t(t.rows),
                                     cudaMemcpyDeviceToHost, stream_));
     if (!argmax_ready_[slot]) CERA_CUDA_CHECK(cudaEventCreateWithFlags(&argmax_ready_[slot], cudaEventDisableTiming));
@@ -678,6 +671,12 @@ class CudaBackend final : public Backend {
     gemm_->run(x, w, y, alpha, beta);
   }
 
+  // Each row's argmax into ids (device), and with values its maximum (top-k's k = 1 contract).
+  void launch_argmax(const Tensor& t, int32_t* ids, float* values = nullptr) {
+    argmax_scratch_.ensure(cuda::argmax_scratch_bytes(rows(t), int32_t(t.cols)));
+    cuda::argmax_rows(t.f32(), stride(t), rows(t), int32_t(t.cols), ids, argmax_scratch_.get(), stream_, values);
+  }
+
   // Scratch may grow only outside a capture (a replay reuses what its eager run reserved).
   bool may_allocate() const { return mode_ == Mode::Eager || mode_ == Mode::Idle; }
 
@@ -866,14 +865,10 @@ std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options) {
                                                 std::to_string(n) + " found: cuda:0" +
                                                 (n > 1 ? " .. cuda:" + std::to_string(n - 1) : std::string()) + ")");
   CudaBackendOptions o = options;
-  auto off = [](const char* name) {
-    const char* v = std::getenv(name);
-    return v && std::string(v) == "0";
-  };
-  if (off("CERA_CUDA_GRAPHS")) o.use_graphs = false;
-  if (off("CERA_CUDA_FUSE")) o.fuse = false;          // A/B: the plain ops instead of the fused ones
-  if (const char* p = std::getenv("CERA_CUDA_FUSE_NORM"); p && std::string(p) == "1") o.fuse_norm = true;  // A/B
-  if (const char* p = std::getenv("CERA_CUDA_PREFETCH"); p && std::string(p) == "1") o.prefetch = true;  // A/B
+  if (env_is("CERA_CUDA_GRAPHS", "0")) o.use_graphs = false;
+  if (env_is("CERA_CUDA_FUSE", "0")) o.fuse = false;  // A/B: the plain ops instead of the fused ones
+  if (env_is("CERA_CUDA_FUSE_NORM", "1")) o.fuse_norm = true;
+  if (env_is("CERA_CUDA_PREFETCH", "1")) o.prefetch = true;
   return std::make_unique<CudaBackend>(o);
 }
 

@@ -25,6 +25,7 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/dequant_block.cuh"
+#include "backend/cuda/device_attribute.h"
 #include "backend/cuda/matvec_quant_fast.h"
 #include "backend/cuda/pdl.h"
 #include "backend/cuda/quant_kernels.h"
@@ -412,15 +413,7 @@ __global__ void matvec_float_fallback_kernel(const uint8_t* __restrict__ w, int6
   }
 }
 
-// Multiprocessors of the current device (cached per device; no synchronisation, capture-safe).
-int sm_count() {
-  static int cached[64] = {};
-  int dev = 0;
-  CERA_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev < 0 || dev >= 64) return 132;
-  if (cached[dev] == 0) CERA_CUDA_CHECK(cudaDeviceGetAttribute(&cached[dev], cudaDevAttrMultiProcessorCount, dev));
-  return cached[dev];
-}
+int sm_count() { return current_device_attribute(cudaDevAttrMultiProcessorCount); }
 
 template <GgmlType T, int NX>
 void launch_nx(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const float* x, int64_t x_stride,

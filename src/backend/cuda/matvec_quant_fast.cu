@@ -28,6 +28,7 @@
 #include <cstring>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/device_attribute.h"
 #include "backend/cuda/pdl.h"
 
 namespace cera::cuda {
@@ -314,24 +315,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) matvec_fast_kernel(const Pa
   cp_async_wait<0>();
 }
 
-int sm_count_cached() {
-  static int cached[64] = {};
-  int dev = 0;
-  CERA_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev < 0 || dev >= 64) return 132;
-  if (cached[dev] == 0) CERA_CUDA_CHECK(cudaDeviceGetAttribute(&cached[dev], cudaDevAttrMultiProcessorCount, dev));
-  return cached[dev];
-}
-
-int max_smem_optin() {
-  static int cached[64] = {};
-  int dev = 0;
-  CERA_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev < 0 || dev >= 64) return 48 << 10;
-  if (cached[dev] == 0)
-    CERA_CUDA_CHECK(cudaDeviceGetAttribute(&cached[dev], cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  return cached[dev];
-}
+int sm_count_cached() { return current_device_attribute(cudaDevAttrMultiProcessorCount); }
+int max_smem_optin() { return current_device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin); }
 
 template <GgmlType T, int NX, int R>
 bool launch(const Params& p, cudaStream_t stream) {
