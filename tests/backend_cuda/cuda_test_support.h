@@ -22,6 +22,23 @@ namespace cera::test {
     if (!cera_why.empty()) GTEST_SKIP() << "no CUDA device: " << cera_why;                \
   } while (0)
 
+// Asserts that a CUDA runtime call succeeded, naming it.
+#define CERA_CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr << ": " << cudaGetErrorString(cudaGetLastError())
+
+// Device memory owned by a test (null when the allocation failed).
+struct DevBuf {
+  void* p = nullptr;
+  size_t bytes = 0;
+  explicit DevBuf(size_t n) : bytes(n) {
+    if (cudaMalloc(&p, n) != cudaSuccess) p = nullptr;
+  }
+  ~DevBuf() { cudaFree(p); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  template <class T>
+  T* as() const { return static_cast<T*>(p); }
+};
+
 inline bool is_cuda(Backend& b) { return b.name().rfind("cuda", 0) == 0; }
 
 inline void write(Backend& b, const Tensor& t, const std::vector<float>& host) {

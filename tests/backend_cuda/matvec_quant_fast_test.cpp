@@ -33,34 +33,14 @@
 #include "backend/cuda/quant_kernels.h"
 #include "format/ggml_type.h"
 #include "format/quant.h"
+#include "cuda_test_support.h"
 
 namespace cera {
 namespace {
 
-#define REQUIRE_CUDA_DEVICE()                                                              \
-  do {                                                                                     \
-    int n_dev = 0;                                                                         \
-    const cudaError_t e = cudaGetDeviceCount(&n_dev);                                      \
-    if (e != cudaSuccess) GTEST_SKIP() << "no CUDA device: " << cudaGetErrorString(e);      \
-    if (n_dev == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount found none";        \
-  } while (0)
-
-#define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr << ": " << cudaGetErrorString(cudaGetLastError())
-
 using Out = cuda::MatvecFusion::Out;
 
-struct DevBuf {
-  void* p = nullptr;
-  size_t bytes = 0;
-  explicit DevBuf(size_t n) : bytes(n) {
-    if (cudaMalloc(&p, n) != cudaSuccess) p = nullptr;
-  }
-  ~DevBuf() { cudaFree(p); }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-  template <class T>
-  T* as() const { return static_cast<T*>(p); }
-};
+using test::DevBuf;
 
 // Random weights in `type` (rows row_bytes apart, padding filled with junk) and their reference
 // values from the scalar dequantizer.
@@ -260,7 +240,7 @@ const GgmlType kFastTypes[] = {GgmlType::Q4_0, GgmlType::Q8_0};
 // (one block), k = 256·odd (partial 32-block units: 24, 40 = 32+8 and 65 = 2·32+1 blocks), rows
 // padded (row_bytes > data, even) or not, and x / y row strides larger than the rows.
 TEST(MatvecQuantFast, MatchesReferenceAllModes) {
-  REQUIRE_CUDA_DEVICE();
+  CERA_REQUIRE_CUDA();
   const struct {
     int64_t n_rows, k;
   } shapes[] = {{2, 32}, {7, 32}, {38, 768}, {301, 1280}, {130, 2080}, {1001, 256}, {66, 8192}};
@@ -272,7 +252,7 @@ TEST(MatvecQuantFast, MatchesReferenceAllModes) {
         const Weights w = make_weights(type, s.n_rows, s.k, pad, seed++);
         DevBuf dw(w.bytes.size());
         ASSERT_TRUE(dw.p);
-        CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
+        CERA_CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
         for (int nx = 1; nx <= cuda::kMatvecFastMaxRows; ++nx)
           for (Out mode : {Out::Store, Out::Accumulate, Out::SwiGLU})
             for (bool norm : {false, true}) {
@@ -289,7 +269,7 @@ TEST(MatvecQuantFast, MatchesReferenceAllModes) {
 // Many more rows than warps in the grid (each warp loops over many rows and its cp.async ring
 // wraps many times), the LFM2 head / FFN shapes, decode batch 1 and 2.
 TEST(MatvecQuantFast, LargeMatrices) {
-  REQUIRE_CUDA_DEVICE();
+  CERA_REQUIRE_CUDA();
   const Case cases[] = {
       {GgmlType::Q4_0, 40001, 2048, 0, 1, Out::Store, true},
       {GgmlType::Q8_0, 40001, 2048, 0, 2, Out::Store, false},
@@ -303,7 +283,7 @@ TEST(MatvecQuantFast, LargeMatrices) {
     const Weights w = make_weights(c.type, c.n_rows, c.k, c.pad, seed++);
     DevBuf dw(w.bytes.size());
     ASSERT_TRUE(dw.p);
-    CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
+    CERA_CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
     const int64_t n_out = c.mode == Out::SwiGLU ? c.n_rows / 2 : c.n_rows;
     EXPECT_EQ(run_case(c, w, dw, seed++), n_out * c.nx) << describe(c);
   }
@@ -311,7 +291,7 @@ TEST(MatvecQuantFast, LargeMatrices) {
 
 // The same launch twice gives bit-identical results (fixed reduction order, no atomics).
 TEST(MatvecQuantFast, Deterministic) {
-  REQUIRE_CUDA_DEVICE();
+  CERA_REQUIRE_CUDA();
   const int64_t n_rows = 6144, k = 2048;
   for (GgmlType type : kFastTypes) {
     const Weights w = make_weights(type, n_rows, k, 0, 77);
@@ -321,27 +301,27 @@ TEST(MatvecQuantFast, Deterministic) {
     for (auto& v : x) v = ud(rng);
     DevBuf dw(w.bytes.size()), dx(x.size() * 4), dy1(size_t(2 * n_rows) * 4), dy2(size_t(2 * n_rows) * 4);
     ASSERT_TRUE(dw.p && dx.p && dy1.p && dy2.p);
-    CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+    CERA_CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
+    CERA_CUDA_OK(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
     for (DevBuf* dy : {&dy1, &dy2})
       ASSERT_TRUE(cuda::matvec_quant_fast(type, dw.p, n_rows, k, w.row_bytes, dx.as<float>(), k, 2, dy->as<float>(),
                                           n_rows, nullptr, {}));
-    CUDA_OK(cudaDeviceSynchronize());
+    CERA_CUDA_OK(cudaDeviceSynchronize());
     std::vector<float> a(size_t(2 * n_rows)), b(a.size());
-    CUDA_OK(cudaMemcpy(a.data(), dy1.p, dy1.bytes, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(b.data(), dy2.p, dy2.bytes, cudaMemcpyDeviceToHost));
+    CERA_CUDA_OK(cudaMemcpy(a.data(), dy1.p, dy1.bytes, cudaMemcpyDeviceToHost));
+    CERA_CUDA_OK(cudaMemcpy(b.data(), dy2.p, dy2.bytes, cudaMemcpyDeviceToHost));
     EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << ggml_type_name(type);
   }
 }
 
 // What it does not handle it refuses without launching anything (the caller falls back).
 TEST(MatvecQuantFast, RefusesUnsupported) {
-  REQUIRE_CUDA_DEVICE();
+  CERA_REQUIRE_CUDA();
   const int64_t n_rows = 64, k = 256;
   DevBuf dw(size_t(n_rows) * 1024 + 64), dx(size_t(8 * k) * 4), dy(size_t(8 * n_rows) * 4);
   ASSERT_TRUE(dw.p && dx.p && dy.p);
-  CUDA_OK(cudaMemset(dw.p, 0, dw.bytes));
-  CUDA_OK(cudaMemset(dy.p, 0xFF, dy.bytes));
+  CERA_CUDA_OK(cudaMemset(dw.p, 0, dw.bytes));
+  CERA_CUDA_OK(cudaMemset(dy.p, 0xFF, dy.bytes));
   const size_t rb = ggml_row_bytes(GgmlType::Q4_0, k);
   const float* x = dx.as<float>();
   float* y = dy.as<float>();
@@ -358,9 +338,9 @@ TEST(MatvecQuantFast, RefusesUnsupported) {
                                        n_rows, nullptr, {}));
   EXPECT_FALSE(cuda::matvec_quant_fast(GgmlType::Q4_0, dw.p, n_rows, k + 16, rb, x, k, 1, y, n_rows, nullptr, {}));
   EXPECT_FALSE(cuda::matvec_quant_fast(GgmlType::Q4_0, dw.p, n_rows - 1, k, rb, x, k, 1, y, n_rows, nullptr, swiglu));
-  CUDA_OK(cudaDeviceSynchronize());
+  CERA_CUDA_OK(cudaDeviceSynchronize());
   std::vector<uint32_t> out(size_t(8 * n_rows));
-  CUDA_OK(cudaMemcpy(out.data(), dy.p, dy.bytes, cudaMemcpyDeviceToHost));
+  CERA_CUDA_OK(cudaMemcpy(out.data(), dy.p, dy.bytes, cudaMemcpyDeviceToHost));
   for (uint32_t u : out) ASSERT_EQ(u, 0xFFFFFFFFu) << "a refused call wrote y";
 }
 

@@ -18,39 +18,16 @@
 #include "common/fp16.h"
 #include "format/ggml_type.h"
 #include "format/quant.h"
+#include "cuda_test_support.h"
 
 namespace cera {
 namespace {
-
-// Skip (not pass) where there is no usable device: CI builds with nvcc but has no GPU, and then
-// cudaGetDeviceCount returns an error or zero devices.
-#define REQUIRE_CUDA_DEVICE()                                                     \
-  do {                                                                            \
-    int n_dev = 0;                                                                \
-    const cudaError_t e = cudaGetDeviceCount(&n_dev);                             \
-    if (e != cudaSuccess) GTEST_SKIP() << "no CUDA device: " << cudaGetErrorString(e); \
-    if (n_dev == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount found none";   \
-  } while (0)
-
-#define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr << ": " << cudaGetErrorString(cudaGetLastError())
 
 const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
                            GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
                            GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
-// Device buffer owned by the test.
-struct DevBuf {
-  void* p = nullptr;
-  size_t bytes = 0;
-  explicit DevBuf(size_t n) : bytes(n) {
-    if (cudaMalloc(&p, n) != cudaSuccess) p = nullptr;
-  }
-  ~DevBuf() { cudaFree(p); }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-  template <class T>
-  T* as() const { return static_cast<T*>(p); }
-};
+using test::DevBuf;
 
 // A random weight matrix in `type`, rows row_bytes apart (row_bytes may exceed the data: padding
 // filled with junk the kernels must not read as weights), and its reference f32 values.
@@ -108,7 +85,7 @@ TEST(QuantKernels, SupportsWeightTypes) {
 
 // dequantize_f32 bit-exact; f16 / bf16 equal to the reference value rounded (RNE) to that type.
 TEST(QuantKernels, DequantizeMatchesReference) {
-  REQUIRE_CUDA_DEVICE();
+  CERA_REQUIRE_CUDA();
   int64_t checked = 0;
   for (GgmlType t : kTypes) {
     for (auto [n_rows, k] : shapes_for(t)) {
@@ -117,19 +94,19 @@ TEST(QuantKernels, DequantizeMatchesReference) {
       const size_t n = size_t(n_rows * k);
       DevBuf dw(w.bytes.size()), d32(n * 4), d16(n * 2), db16(n * 2);
       ASSERT_TRUE(dw.p && d32.p && d16.p && db16.p);
-      CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
-      CUDA_OK(cudaMemset(d32.p, 0xFF, n * 4));
-      CUDA_OK(cudaMemset(d16.p, 0xFF, n * 2));
-      CUDA_OK(cudaMemset(db16.p, 0xFF, n * 2));
+      CERA_CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
+      CERA_CUDA_OK(cudaMemset(d32.p, 0xFF, n * 4));
+      CERA_CUDA_OK(cudaMemset(d16.p, 0xFF, n * 2));
+      CERA_CUDA_OK(cudaMemset(db16.p, 0xFF, n * 2));
       cuda::dequantize_f32(t, dw.p, n_rows, k, w.row_bytes, d32.as<float>(), nullptr);
       cuda::dequantize_f16(t, dw.p, n_rows, k, w.row_bytes, d16.as<__half>(), nullptr);
       cuda::dequantize_bf16(t, dw.p, n_rows, k, w.row_bytes, db16.as<__nv_bfloat16>(), nullptr);
-      CUDA_OK(cudaDeviceSynchronize());
+      CERA_CUDA_OK(cudaDeviceSynchronize());
       std::vector<uint32_t> o32(n);
       std::vector<uint16_t> o16(n), ob16(n);
-      CUDA_OK(cudaMemcpy(o32.data(), d32.p, n * 4, cudaMemcpyDeviceToHost));
-      CUDA_OK(cudaMemcpy(o16.data(), d16.p, n * 2, cudaMemcpyDeviceToHost));
-      CUDA_OK(cudaMemcpy(ob16.data(), db16.p, n * 2, cudaMemcpyDeviceToHost));
+      CERA_CUDA_OK(cudaMemcpy(o32.data(), d32.p, n * 4, cudaMemcpyDeviceToHost));
+      CERA_CUDA_OK(cudaMemcpy(o16.data(), d16.p, n * 2, cudaMemcpyDeviceToHost));
+      CERA_CUDA_OK(cudaMemcpy(ob16.data(), db16.p, n * 2, cudaMemcpyDeviceToHost));
       int bad = 0;
       for (size_t i = 0; i < n && bad < 5; ++i) {
         uint32_t want;
@@ -150,7 +127,7 @@ TEST(QuantKernels, DequantizeMatchesReference) {
 
 // Embedding lookup: exact reference rows, repeated and out-of-order ids, a padded output stride.
 TEST(QuantKernels, EmbedRowsExact) {
-  REQUIRE_CUDA_DEVICE();
+  CERA_REQUIRE_CUDA();
   for (GgmlType t : kTypes) {
     const int64_t k = ggml_traits(t).block_elems == 256 ? 512 : (ggml_traits(t).block_elems == 32 ? 160 : 77);
     const int64_t vocab = 300;
@@ -160,13 +137,13 @@ TEST(QuantKernels, EmbedRowsExact) {
     const int64_t stride = k + 5;
     DevBuf dw(w.bytes.size()), dt(tokens.size() * 4), dout(size_t(n_tok * stride) * 4);
     ASSERT_TRUE(dw.p && dt.p && dout.p);
-    CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(dt.p, tokens.data(), tokens.size() * 4, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemset(dout.p, 0xFF, dout.bytes));
+    CERA_CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
+    CERA_CUDA_OK(cudaMemcpy(dt.p, tokens.data(), tokens.size() * 4, cudaMemcpyHostToDevice));
+    CERA_CUDA_OK(cudaMemset(dout.p, 0xFF, dout.bytes));
     cuda::embed_rows(t, dw.p, k, w.row_bytes, dt.as<int32_t>(), n_tok, dout.as<float>(), stride, nullptr);
-    CUDA_OK(cudaDeviceSynchronize());
+    CERA_CUDA_OK(cudaDeviceSynchronize());
     std::vector<float> out(size_t(n_tok * stride));
-    CUDA_OK(cudaMemcpy(out.data(), dout.p, dout.bytes, cudaMemcpyDeviceToHost));
+    CERA_CUDA_OK(cudaMemcpy(out.data(), dout.p, dout.bytes, cudaMemcpyDeviceToHost));
     int bad = 0;
     for (int32_t i = 0; i < n_tok && bad < 5; ++i)
       for (int64_t j = 0; j < stride && bad < 5; ++j) {
@@ -195,7 +172,7 @@ TEST(QuantKernels, EmbedRowsExact) {
 // range of |w|) that is at most ~3·Σ|w_j·x_j|, giving ~7e-6·Σ|w·x| in the worst case. Hence the
 // tolerance 1e-5·Σ|w_j·x_j| per output; the typical error (random-walk) is orders smaller.
 TEST(QuantKernels, MatvecMatchesReference) {
-  REQUIRE_CUDA_DEVICE();
+  CERA_REQUIRE_CUDA();
   int64_t checked = 0;
   for (GgmlType t : kTypes) {
     const auto shapes = shapes_for(t);
@@ -207,7 +184,7 @@ TEST(QuantKernels, MatvecMatchesReference) {
       const Weights w = make_weights(t, n_rows, k, pad, uint32_t(si * 7919 + unsigned(t)));
       DevBuf dw(w.bytes.size());
       ASSERT_TRUE(dw.p);
-      CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
+      CERA_CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
       for (int nx = 1; nx <= cuda::kMaxMatvecRows; ++nx) {
         // Alternate x strides: k+4 (16-byte aligned rows: vector loads) and k+3 (scalar loads).
         const int64_t xs = k + ((nx + int(si)) % 2 ? 4 : 3), ys = n_rows + 5;
@@ -217,12 +194,12 @@ TEST(QuantKernels, MatvecMatchesReference) {
         for (auto& v : x) v = ud(rng);
         DevBuf dx(x.size() * 4), dy(size_t(nx * ys) * 4);
         ASSERT_TRUE(dx.p && dy.p);
-        CUDA_OK(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
-        CUDA_OK(cudaMemset(dy.p, 0xFF, dy.bytes));
+        CERA_CUDA_OK(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+        CERA_CUDA_OK(cudaMemset(dy.p, 0xFF, dy.bytes));
         cuda::matvec(t, dw.p, n_rows, k, w.row_bytes, dx.as<float>(), xs, nx, dy.as<float>(), ys, nullptr);
-        CUDA_OK(cudaDeviceSynchronize());
+        CERA_CUDA_OK(cudaDeviceSynchronize());
         std::vector<float> y(size_t(nx * ys));
-        CUDA_OK(cudaMemcpy(y.data(), dy.p, dy.bytes, cudaMemcpyDeviceToHost));
+        CERA_CUDA_OK(cudaMemcpy(y.data(), dy.p, dy.bytes, cudaMemcpyDeviceToHost));
         int bad = 0;
         for (int tx = 0; tx < nx && bad < 5; ++tx) {
           for (int64_t r = 0; r < ys && bad < 5; ++r) {
@@ -256,7 +233,7 @@ TEST(QuantKernels, MatvecMatchesReference) {
 // Enough rows that the launch gives each warp several k-tiles (the software-pipelined path, with
 // an uneven split: 6 tiles over 4 warps), every type, every row checked.
 TEST(QuantKernels, MatvecLargeMatrix) {
-  REQUIRE_CUDA_DEVICE();
+  CERA_REQUIRE_CUDA();
   for (GgmlType t : kTypes) {
     const int64_t n_rows = 4099, k = 3072;
     const Weights w = make_weights(t, n_rows, k, 0, 99u + unsigned(t));
@@ -266,13 +243,13 @@ TEST(QuantKernels, MatvecLargeMatrix) {
     for (auto& v : x) v = ud(rng);
     DevBuf dw(w.bytes.size()), dx(x.size() * 4), dy(size_t(n_rows) * 4);
     ASSERT_TRUE(dw.p && dx.p && dy.p);
-    CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemset(dy.p, 0xFF, dy.bytes));
+    CERA_CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
+    CERA_CUDA_OK(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+    CERA_CUDA_OK(cudaMemset(dy.p, 0xFF, dy.bytes));
     cuda::matvec(t, dw.p, n_rows, k, w.row_bytes, dx.as<float>(), k, 1, dy.as<float>(), n_rows, nullptr);
-    CUDA_OK(cudaDeviceSynchronize());
+    CERA_CUDA_OK(cudaDeviceSynchronize());
     std::vector<float> y(static_cast<size_t>(n_rows));
-    CUDA_OK(cudaMemcpy(y.data(), dy.p, dy.bytes, cudaMemcpyDeviceToHost));
+    CERA_CUDA_OK(cudaMemcpy(y.data(), dy.p, dy.bytes, cudaMemcpyDeviceToHost));
     int bad = 0;
     for (int64_t r = 0; r < n_rows && bad < 5; ++r) {
       double exact = 0, mag = 0;
