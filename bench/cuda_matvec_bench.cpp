@@ -3,7 +3,8 @@
 // Several copies of each matrix are cycled so that the 60 MB L2 does not serve repeats.
 // A second table times the Q4_0 / Q8_0 fast kernel (matvec_quant_fast.h) against the general one on
 // the real decode shapes (LFM2-1.2B, Llama-3.2-1B, Qwen3-0.6B) with their fusions.
-//   cera_bench_cuda_matvec [n_x_rows (default 1)] [reps (default 200)] [fast (only the second table)]
+// A third table times the general kernel with the norm folded in against the same product without.
+//   cera_bench_cuda_matvec [n_x_rows (default 1)] [reps (default 200)] [fast|norm (only that table)]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -130,13 +131,52 @@ void bench_fast(int nx, int reps, const std::vector<float>& row, float* dx, floa
   }
 }
 
+// The norm folded into the general kernel (MatvecFusion::norm_w) against the same product without
+// it, per decode shape: what the fold costs the product (the separate rms_norm kernel it replaces
+// is a launch of its own, not timed here).
+void bench_norm_fold(int nx, int reps, const std::vector<float>& row, float* dx, float* dy, float* dnorm,
+                     cudaEvent_t e0, cudaEvent_t e1) {
+  using cera::GgmlType;
+  std::printf("\nnorm folded into the general kernel vs without it, n_x_rows=%d\n", nx);
+  std::printf("%-6s %-22s %-13s %8s | %9s %6s | %9s %6s\n", "type", "shape", "n x k", "MB", "plain us", "of 4TB",
+              "+norm us", "of 4TB");
+  const bool fast_was_on = cera::cuda::matvec_quant_fast_enabled();
+  cera::cuda::matvec_quant_fast_enable(false);
+  for (GgmlType t : {GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K}) {
+    for (const FastShape& s : kFastShapes) {
+      if (!s.norm || s.n_rows > 16384) continue;
+      const size_t row_bytes = cera::ggml_row_bytes(t, s.k);
+      const size_t bytes = row_bytes * size_t(s.n_rows);
+      const std::vector<void*> bufs = make_copies(t, s.n_rows, s.k, row);
+      cera::cuda::MatvecFusion f;
+      f.out = s.out;
+      const double plain = time_calls(bufs, reps, e0, e1, [&](void* w) {
+        cera::cuda::matvec(t, w, s.n_rows, s.k, row_bytes, dx, s.k, nx, dy, s.n_rows, nullptr, f);
+      });
+      f.norm_w = dnorm, f.norm_eps = 1e-5f;
+      const double normed = time_calls(bufs, reps, e0, e1, [&](void* w) {
+        cera::cuda::matvec(t, w, s.n_rows, s.k, row_bytes, dx, s.k, nx, dy, s.n_rows, nullptr, f);
+      });
+      CHECK(cudaGetLastError());
+      char shape[32];
+      std::snprintf(shape, sizeof shape, "%lldx%lld", (long long)s.n_rows, (long long)s.k);
+      std::printf("%-6s %-22s %-13s %8.2f | %9.2f %5.1f%% | %9.2f %5.1f%%\n",
+                  std::string(cera::ggml_type_name(t)).c_str(), s.name, shape, double(bytes) / 1e6, plain * 1e6,
+                  100.0 * double(bytes) / plain / kPeakBytesPerSec, normed * 1e6,
+                  100.0 * double(bytes) / normed / kPeakBytesPerSec);
+      for (auto b : bufs) CHECK(cudaFree(b));
+    }
+  }
+  cera::cuda::matvec_quant_fast_enable(fast_was_on);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using cera::GgmlType;
   const int nx = argc > 1 ? std::atoi(argv[1]) : 1;
   const int reps = argc > 2 ? std::atoi(argv[2]) : 200;
-  const bool only_fast = argc > 3 && std::string(argv[3]) == "fast";
+  const std::string only = argc > 3 ? argv[3] : "";  // "fast" or "norm": only that table
   int n_dev = 0;
   if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
     std::fprintf(stderr, "no CUDA device\n");
@@ -176,7 +216,7 @@ int main(int argc, char** argv) {
   CHECK(cudaEventCreate(&e1));
 
   for (GgmlType t : types) {
-    if (only_fast) break;
+    if (!only.empty()) break;
     for (const auto& s : shapes) {
       const size_t row_bytes = cera::ggml_row_bytes(t, s.k);
       const size_t bytes = row_bytes * size_t(s.n_rows);
@@ -209,7 +249,8 @@ int main(int argc, char** argv) {
       for (auto b : bufs) CHECK(cudaFree(b));
     }
   }
-  bench_fast(nx, reps, row, dx, dy, dnorm, e0, e1);
+  if (only != "norm") bench_fast(nx, reps, row, dx, dy, dnorm, e0, e1);
+  if (only != "fast") bench_norm_fold(nx, reps, row, dx, dy, dnorm, e0, e1);
   CHECK(cudaGetLastError());
   return 0;
 }

@@ -99,7 +99,7 @@ StepInputs make_step(const std::vector<Seq>& seqs, std::vector<int32_t>& tokens,
 // difference is where the norm is rounded (≤ a few ulp per activation) — a wrong row pairing, a
 // missed norm or a lost residual shows up as O(0.1..1). With F32 weights the CPU backend's defaults
 // are checked too. Decode sizes (1, 2 rows: fused matvec) and a GEMM size (6 rows).
-// Both with the norm in the matvec's prologue (fuse_norm) and as its own kernel (the default).
+// Both with the norm folded into the matvec (NormFold::Always) and as its own kernel (Never).
 using FusedCase = std::tuple<GgmlType, int64_t, bool>;
 class CudaFused : public ::testing::TestWithParam<FusedCase> {};
 
@@ -109,7 +109,7 @@ TEST_P(CudaFused, FusedOpsMatchPlainOps) {
   auto cpu = make_cpu_backend({2});
   CudaBackendOptions o;
   o.use_graphs = false;
-  o.fuse_norm = fuse_norm;
+  o.fold_norm = fuse_norm ? CudaBackendOptions::NormFold::Always : CudaBackendOptions::NormFold::Never;
   auto gpu = make_cuda_backend(o);
   const int64_t D = 512, F = 768, Q = 384, KV = 128;  // k of every product a multiple of 256
   std::deque<std::vector<uint8_t>> kept;            // weights used in place by the CPU backend

@@ -265,5 +265,94 @@ TEST(QuantKernels, MatvecLargeMatrix) {
   }
 }
 
+
+// The norm folded into the matvec (MatvecFusion::norm_w), with the plain and the SwiGLU epilogue,
+// for every type and 1..8 rows of x, against the exact product with x' = norm_w ⊙ x / rms(x)
+// (double). The kernel computes (W·(norm_w ⊙ x)) / rms(x): two more f32 roundings per term than
+// MatvecMatchesReference (norm_w · x, then the final scaling), well inside the same 1e-5·Σ|w·x'|
+// bound. SwiGLU propagates the errors e_g, e_u of its two products: |silu'(g)| ≤ 1.1, so
+// |error| ≤ 1.1·|u|·e_g + |silu(g)|·e_u, plus a few ulp of the result (expf, two products).
+TEST(QuantKernels, MatvecFoldedNormMatchesReference) {
+  CERA_REQUIRE_CUDA();
+  const float eps = 1e-5f;
+  int64_t checked = 0;
+  for (GgmlType t : kTypes) {
+    const int64_t blk = ggml_traits(t).block_elems;
+    const int64_t F = 129, n_rows = 2 * F;  // [gate; up] for SwiGLU, odd F: a tail group
+    for (const int64_t k : {blk == 1 ? int64_t(1001) : blk * (blk == 256 ? 8 : 65), blk == 1 ? int64_t(2048) : blk * 64}) {
+      const Weights w = make_weights(t, n_rows, k, 0, uint32_t(k) * 31u + unsigned(t));
+      DevBuf dw(w.bytes.size());
+      ASSERT_TRUE(dw.p);
+      CERA_CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
+      std::mt19937 rng(uint32_t(k) + unsigned(t));
+      std::uniform_real_distribution<float> ud(-3.0f, 3.0f), un(0.5f, 1.5f);
+      std::vector<float> norm_w(static_cast<size_t>(k));
+      for (auto& v : norm_w) v = un(rng);
+      DevBuf dn(norm_w.size() * 4);
+      ASSERT_TRUE(dn.p);
+      CERA_CUDA_OK(cudaMemcpy(dn.p, norm_w.data(), dn.bytes, cudaMemcpyHostToDevice));
+      for (const int nx : {1, 2, 3, 8}) {
+        const int64_t xs = k + 4, ys = n_rows + 3;
+        std::vector<float> x(size_t(nx * xs));
+        for (auto& v : x) v = ud(rng);
+        // x' in double and, per output row, the exact product and Σ|w·x'|.
+        std::vector<double> exact(size_t(nx * n_rows)), mag(size_t(nx * n_rows));
+        for (int tx = 0; tx < nx; ++tx) {
+          const float* xr = x.data() + tx * xs;
+          double ss = 0;
+          for (int64_t j = 0; j < k; ++j) ss += double(xr[j]) * xr[j];
+          const double inv = 1.0 / std::sqrt(ss / double(k) + eps);
+          for (int64_t r = 0; r < n_rows; ++r) {
+            double e = 0, m = 0;
+            for (int64_t j = 0; j < k; ++j) {
+              const double p = double(w.ref[size_t(r * k + j)]) * (double(norm_w[size_t(j)]) * xr[j] * inv);
+              e += p, m += std::fabs(p);
+            }
+            exact[size_t(tx * n_rows + r)] = e, mag[size_t(tx * n_rows + r)] = m;
+          }
+        }
+        DevBuf dx(x.size() * 4), dy(size_t(nx * ys) * 4);
+        ASSERT_TRUE(dx.p && dy.p);
+        CERA_CUDA_OK(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+        for (const bool glu : {false, true}) {
+          cuda::MatvecFusion f;
+          f.norm_w = dn.as<float>();
+          f.norm_eps = eps;
+          if (glu) f.out = cuda::MatvecFusion::Out::SwiGLU;
+          CERA_CUDA_OK(cudaMemset(dy.p, 0xFF, dy.bytes));
+          cuda::matvec(t, dw.p, n_rows, k, w.row_bytes, dx.as<float>(), xs, nx, dy.as<float>(), ys, nullptr, f);
+          CERA_CUDA_OK(cudaDeviceSynchronize());
+          std::vector<float> y(size_t(nx * ys));
+          CERA_CUDA_OK(cudaMemcpy(y.data(), dy.p, dy.bytes, cudaMemcpyDeviceToHost));
+          const int64_t n_out = glu ? F : n_rows;
+          int bad = 0;
+          for (int tx = 0; tx < nx && bad < 5; ++tx)
+            for (int64_t r = 0; r < ys && bad < 5; ++r) {
+              const float got = y[size_t(tx * ys + r)];
+              if (r >= n_out) {
+                if (!is_poison_f32(got)) ++bad, ADD_FAILURE() << label(t, n_rows, k) << ": wrote past the outputs";
+                continue;
+              }
+              const double* e = &exact[size_t(tx * n_rows)];
+              const double* m = &mag[size_t(tx * n_rows)];
+              double want = e[r], tol = 1e-5 * m[r];
+              if (glu) {
+                const double g = e[r], u = e[F + r], silu = g / (1.0 + std::exp(-g));
+                want = silu * u;
+                tol = 1.1 * std::fabs(u) * 1e-5 * m[r] + std::fabs(silu) * 1e-5 * m[F + r] + 1e-6 * std::fabs(want);
+              }
+              ASSERT_GT(tol, 0.0) << label(t, n_rows, k);  // the comparison must not be vacuous
+              if (!(std::fabs(double(got) - want) <= tol))
+                ++bad, ADD_FAILURE() << label(t, n_rows, k) << (glu ? " swiglu" : "") << " nx=" << nx << " row " << tx
+                                     << " output " << r << ": got " << got << " want " << want << " (tol " << tol << ")";
+              ++checked;
+            }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 50000);
+}
+
 }  // namespace
 }  // namespace cera

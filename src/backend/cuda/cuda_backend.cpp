@@ -468,7 +468,7 @@ class CudaBackend final : public Backend {
   }
 
   // ---- fused ops: at decode sizes the SwiGLU and the residual add ride on the matvec's epilogue
-  // (and, with fuse_norm, the norm on its prologue); larger steps run the plain ops (GEMM), with the
+  // (and, where folds_norm says so, the norm is folded into it); larger steps run the plain ops (GEMM), with the
   // residual add as the GEMM's beta = 1.
   void rms_norm_matmul(const Tensor& x, const Tensor& norm_w, float eps, Tensor normed, std::span<const Tensor> ws,
                        std::span<Tensor> ys) override {
@@ -480,7 +480,7 @@ class CudaBackend final : public Backend {
       for_each_product(ws, ys, [&](const Tensor& w, Tensor& y) { gemm_->run_converted(in16_.get(), x.rows, w, y); });
       return;
     }
-    if (x.rows > kMatvecRows || !options_.fuse || !options_.fuse_norm)
+    if (x.rows > kMatvecRows || !options_.fuse || !folds_norm(ws))
       return Backend::rms_norm_matmul(x, norm_w, eps, normed, ws, ys);
     if (!begin_op("matvec (+norm)")) return;
     cuda::MatvecFusion f;
@@ -496,14 +496,16 @@ class CudaBackend final : public Backend {
     cuda::MatvecFusion f;
     f.out = cuda::MatvecFusion::Out::SwiGLU;
     const Tensor* in = &x;
-    if (options_.fuse_norm) {
+    const Tensor gu_w[] = {gate, up};
+    const bool fold = folds_norm(gu_w);
+    if (fold) {
       f.norm_w = norm_w.f32();
       f.norm_eps = eps;
     } else {
       rms_norm(x, norm_w, eps, normed);
       in = &normed;
     }
-    if (!begin_op(options_.fuse_norm ? "matvec (+norm, swiglu)" : "matvec (+swiglu)")) return;
+    if (!begin_op(fold ? "matvec (+norm, swiglu)" : "matvec (+swiglu)")) return;
     Tensor w = gate;
     w.rows += up.rows;  // [gate; up], adjacent in the weight arena
     matvec(*in, w, out, f);
@@ -675,6 +677,15 @@ class CudaBackend final : public Backend {
   void launch_argmax(const Tensor& t, int32_t* ids, float* values = nullptr) {
     argmax_scratch_.ensure(cuda::argmax_scratch_bytes(rows(t), int32_t(t.cols)));
     cuda::argmax_rows(t.f32(), stride(t), rows(t), int32_t(t.cols), ids, argmax_scratch_.get(), stream_, values);
+  }
+
+  // Whether a decode product's norm is folded into the matvecs of these weights (options_.fold_norm).
+  bool folds_norm(std::span<const Tensor> ws) const {
+    using F = CudaBackendOptions::NormFold;
+    if (options_.fold_norm != F::FloatWeights) return options_.fold_norm == F::Always;
+    for (const Tensor& w : ws)
+      if (ggml_traits(w.type).block_elems != 1) return false;
+    return true;
   }
 
   // Scratch may grow only outside a capture (a replay reuses what its eager run reserved).
@@ -867,7 +878,8 @@ std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options) {
   CudaBackendOptions o = options;
   if (env_is("CERA_CUDA_GRAPHS", "0")) o.use_graphs = false;
   if (env_is("CERA_CUDA_FUSE", "0")) o.fuse = false;  // A/B: the plain ops instead of the fused ones
-  if (env_is("CERA_CUDA_FUSE_NORM", "1")) o.fuse_norm = true;
+  if (env_is("CERA_CUDA_FUSE_NORM", "0")) o.fold_norm = CudaBackendOptions::NormFold::Never;
+  if (env_is("CERA_CUDA_FUSE_NORM", "1")) o.fold_norm = CudaBackendOptions::NormFold::Always;
   if (env_is("CERA_CUDA_PREFETCH", "1")) o.prefetch = true;
   return std::make_unique<CudaBackend>(o);
 }

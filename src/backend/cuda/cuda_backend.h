@@ -13,10 +13,14 @@ struct CudaBackendOptions {
   int device = 0;          // CUDA device ordinal
   bool use_graphs = true;  // capture each decode step shape once and replay it (CERA_CUDA_GRAPHS=0: off)
   bool fuse = true;        // fused decode ops (SwiGLU/residual in the matvec; CERA_CUDA_FUSE=0: off)
-  // The norm in the matvec's prologue too (CERA_CUDA_FUSE_NORM=1). Off: on the H200 the prologue
-  // delayed each block's weight stream by more than the separate norm kernel costs (LFM2-1.2B BF16
-  // decode 935 vs 1038 tokens/s).
-  bool fuse_norm = false;
+  // Where the rms norm before a decode product is folded into the matvec (Σx² from the x slices it
+  // loads, norm_w applied to them, the division by rms(x) in its epilogue) instead of running as a
+  // kernel of its own. The fold costs the product ~1 µs on float weights but 2-4 µs on quantized
+  // ones, whose decode arithmetic already bounds them; a norm kernel costs ~3 µs. So by default
+  // only float weights fold (H200: LFM2-1.2B BF16 tg128 1,114 vs 1,062-1,092; Q4_0 1,160-1,191 vs
+  // 1,242-1,249 had it folded). CERA_CUDA_FUSE_NORM=0: never, =1: always.
+  enum class NormFold { Never, FloatWeights, Always };
+  NormFold fold_norm = NormFold::FloatWeights;
   bool prefetch = false;   // matvec blocks prefetch weights to L2 before the PDL wait (CERA_CUDA_PREFETCH=1: on)
 };
 

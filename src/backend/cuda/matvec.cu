@@ -14,8 +14,10 @@
 //    reused for all R rows from registers, which keeps L1 traffic below the weight stream's;
 //  * per chunk the lane sums q_j * x_j and applies scale (and bias * Σx) once: 1 FMA per element;
 //  * lanes reduce with shuffles, warps through shared memory, in a fixed order (deterministic).
-// Fusions (MatvecFusion): the norm prologue scales each x slice by norm_w / rms(x) as it is loaded
-// (every block computes rms(x) itself: k floats from L2, cheaper than a kernel launch); SwiGLU
+// Fusions (MatvecFusion): the norm costs no pass of its own. W·(norm_w ⊙ x / rms(x)) is
+// (W·(norm_w ⊙ x)) / rms(x), so each x slice is multiplied by norm_w as it is loaded, Σx² is summed
+// from the same slices (the block's warps together read x exactly once), and the epilogue divides
+// by rms(x). No prologue, no extra read of x, no kernel before the product. SwiGLU
 // pairs gate row j with up row F + j in one block, so the epilogue can combine them.
 // Launched with PDL: a block starts streaming its first weight tile before it waits for the
 // previous kernel (pdl.h), so the weight stream does not stop between kernels.
@@ -40,10 +42,15 @@ using detail::kIsFloat;
 
 constexpr int kMaxWarps = 8;
 
-template <GgmlType T>
+template <GgmlType T, int NX = 1>
 struct MatvecShape {
   static constexpr bool kFloat = kIsFloat<T>;
-  static constexpr int kRows = kFloat ? 2 : 4;           // weight rows per block (x reuse factor)
+  // Weight rows per block: each x slice a lane loads is reused for all of them. x (f32, read by
+  // every block) costs L1 bandwidth per weight byte in inverse proportion: 4 float rows measured
+  // 5-7 % faster than 2 on the H200's large products (BF16 2x8192x2048: 98.7 % of 4 TB/s); quant
+  // rows are bound by their decode arithmetic, where 8 rows measured no better than 4. Float rows
+  // for 5..8 rows of x stay at 2 (4 would spill registers).
+  static constexpr int kRows = kFloat && NX > 4 ? 2 : 4;
   static constexpr int kChunksPerLane = kFloat ? 1 : 2;  // 8-element chunks per lane per row per tile
   static constexpr int kTile = 256 * kChunksPerLane;     // elements of a row per warp step
 };
@@ -106,23 +113,34 @@ __device__ void block_inv_rms(const float* x, int64_t x_stride, int64_t k, float
   __syncthreads();  // red is reused by the final reduction
 }
 
-// x from global memory through the read-only path, or (in_smem) the block's normalised copy.
-template <int NX>
-__device__ __forceinline__ void load_x8(const float* x, int64_t x_stride, int64_t e, bool x_vec, float xv[NX][8],
-                                        bool in_smem) {
+// Eight floats p[0..8) through the read-only path (vec: p is 16-byte aligned).
+__device__ __forceinline__ void load8(const float* p, bool vec, float v[8]) {
+  if (vec) {
+    const float4 a = __ldg(reinterpret_cast<const float4*>(p)), b = __ldg(reinterpret_cast<const float4*>(p) + 1);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+  } else {
 #pragma unroll
-  for (int t = 0; t < NX; ++t) {
-    const float* p = x + t * x_stride + e;
-    if (x_vec) {
-      const float4 a = in_smem ? *reinterpret_cast<const float4*>(p) : __ldg(reinterpret_cast<const float4*>(p));
-      const float4 b =
-          in_smem ? *(reinterpret_cast<const float4*>(p) + 1) : __ldg(reinterpret_cast<const float4*>(p) + 1);
-      xv[t][0] = a.x, xv[t][1] = a.y, xv[t][2] = a.z, xv[t][3] = a.w;
-      xv[t][4] = b.x, xv[t][5] = b.y, xv[t][6] = b.z, xv[t][7] = b.w;
-    } else {
+    for (int j = 0; j < 8; ++j) v[j] = __ldg(p + j);
+  }
+}
+
+// x[t][e..e+8) for every row t; with the norm (kNorm), Σx² of the slice is added to ssq[t] and the
+// slice is returned multiplied by norm_w (the division by rms(x) is left to the epilogue).
+template <int NX, bool kNorm>
+__device__ __forceinline__ void load_x8(const float* x, int64_t x_stride, int64_t e, bool x_vec, const float* norm_w,
+                                        float xv[NX][8], float ssq[NX]) {
 #pragma unroll
-      for (int j = 0; j < 8; ++j) xv[t][j] = in_smem ? p[j] : __ldg(p + j);
-    }
+  for (int t = 0; t < NX; ++t) load8(x + t * x_stride + e, x_vec, xv[t]);
+  if constexpr (kNorm) {
+    float nw[8];
+    load8(norm_w + e, x_vec && reinterpret_cast<uintptr_t>(norm_w) % 16 == 0, nw);
+#pragma unroll
+    for (int t = 0; t < NX; ++t)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        ssq[t] = fmaf(xv[t][j], xv[t][j], ssq[t]);
+        xv[t][j] *= nw[j];
+      }
   }
 }
 
@@ -147,15 +165,14 @@ __device__ __forceinline__ void float_chunk(const uint4* raw, float w[8]) {
   }
 }
 
-// kNorm: the norm prologue, paid once per block, so blocks loop over row groups (the launch makes
-// as many blocks as fit at once); without it a block owns one row group, as small as possible, so
-// the grid spreads the weight stream over every SM from the first instruction.
+// A block owns one row group, as small as possible, so the grid spreads the weight stream over
+// every SM from the first instruction. kNorm: the rms norm of x is folded in (see the top).
 template <GgmlType T, int NX, bool kNorm>
 __global__ void __launch_bounds__(kMaxWarps * 32)
     matvec_kernel(const uint8_t* __restrict__ w, int64_t n_rows, int64_t k, size_t row_bytes,
                   const float* __restrict__ x, int64_t x_stride, bool x_vec, float* __restrict__ y,
                   int64_t y_stride, Fusion f) {
-  using S = MatvecShape<T>;
+  using S = MatvecShape<T, NX>;
   constexpr int R = S::kRows;
   extern __shared__ uint4 smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
@@ -163,39 +180,23 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   const int64_t n_out = glu ? n_rows / 2 : n_rows;  // output columns
   constexpr int kOutPerGroup = R;                   // SwiGLU: R/2 outputs from R rows
   const int64_t per_group = glu ? kOutPerGroup / 2 : kOutPerGroup;
-  const int64_t n_groups = (n_out + per_group - 1) / per_group;
 
-  // Shared memory: the warps' stages, the reduction, then (norm) the normalised x rows.
+  // Shared memory: the warps' stages, the reduction, then (norm) the Σx² reduction.
   float* red = reinterpret_cast<float*>(smem) + size_t(n_warps) * R * stage_slot<T>() / sizeof(float);
-  float* xn = red + size_t(n_warps) * R * NX;
-  const float* xs = x;            // where the loop reads x from
-  int64_t xs_stride = x_stride;
-  bool xs_vec = x_vec;
+  float* red_ss = red + size_t(n_warps) * R * NX;
+  float ssq[NX];  // this lane's share of Σx² (kNorm)
+#pragma unroll
+  for (int t = 0; t < NX; ++t) ssq[t] = 0.0f;
 
   pdl_launch_dependents();
   bool waited = false;
-  // After the first group's weights are in flight: wait for the previous kernel, then (norm) write
-  // x' = norm_w ⊙ x / rms(x) into shared memory once for all of the block's groups.
-  auto wait_for_inputs = [&] {
-    if (waited) return;
+  auto wait_for_inputs = [&] {  // after the first weights are in flight (pdl.h)
+    if (!waited) pdl_wait();
     waited = true;
-    pdl_wait();
-    if constexpr (kNorm) {
-      float inv[NX];
-      block_inv_rms<NX>(x, x_stride, k, f.norm_eps, inv, red);
-      for (int64_t i = threadIdx.x; i < k; i += blockDim.x) {
-        const float nw = f.norm_w[i];
-#pragma unroll
-        for (int t = 0; t < NX; ++t) xn[t * k + i] = x[t * x_stride + i] * inv[t] * nw;
-      }
-      __syncthreads();
-      xs = xn;
-      xs_stride = k;
-      xs_vec = k % 4 == 0 && reinterpret_cast<uintptr_t>(xn) % 16 == 0;
-    }
   };
 
-  auto process_group = [&](int64_t group) {
+  {
+    const int64_t group = blockIdx.x;  // the grid has exactly one block per row group
     // The group's weight rows: R consecutive ones, or with SwiGLU R/2 gate rows and the matching up
     // rows. A tail group repeats the last row (its results are not stored).
     const int64_t row0 = group * per_group;
@@ -245,7 +246,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
           const int64_t e = e_tile + 8 * (lane + 32 * u);
           if (e >= k) continue;
           float xv[NX][8];
-          load_x8<NX>(xs, xs_stride, e, xs_vec, xv, xs != x);
+          load_x8<NX, kNorm>(x, x_stride, e, x_vec, f.norm_w, xv, ssq);
 #pragma unroll
           for (int r = 0; r < R; ++r) {
             float wv[8];
@@ -300,7 +301,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
           const int64_t e = e_tile + 8 * c;
           if (e >= k) continue;
           float xv[NX][8];
-          load_x8<NX>(xs, xs_stride, e, xs_vec, xv, xs != x);
+          load_x8<NX, kNorm>(x, x_stride, e, x_vec, f.norm_w, xv, ssq);
           float xsum[NX];
           if constexpr (B::kHasBias) {
 #pragma unroll
@@ -337,11 +338,27 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
         for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
         if (lane == 0) red[warp * R * NX + r * NX + t] = v;
       }
+    if constexpr (kNorm)
+#pragma unroll
+      for (int t = 0; t < NX; ++t) {
+        float v = ssq[t];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane == 0) red_ss[warp * NX + t] = v;
+      }
     __syncthreads();
+    // 1 / rms(x[t]) in f32 (rsqrtf, ≤ 2 ulp): double division and square root are slow-path
+    // subroutines, and every block of this short kernel would pay their latency.
+    auto inv_rms = [&](int t) {
+      if constexpr (!kNorm) return 1.0f;
+      float ss = 0.f;
+      for (int i = 0; i < n_warps; ++i) ss += red_ss[i * NX + t];
+      return rsqrtf(ss / float(k) + f.norm_eps);
+    };
     auto total = [&](int r, int t) {
       float s = red[r * NX + t];
       for (int i = 1; i < n_warps; ++i) s += red[i * R * NX + r * NX + t];
-      return s;
+      return kNorm ? s * inv_rms(t) : s;
     };
     if (glu) {
       if (threadIdx.x < (R / 2) * NX) {
@@ -360,14 +377,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
         else *out = s;
       }
     }
-    if constexpr (kNorm) __syncthreads();  // red is rewritten by the next group
-  };
-  if constexpr (kNorm) {
-    for (int64_t group = blockIdx.x; group < n_groups; group += gridDim.x) process_group(group);
-    wait_for_inputs();  // a block without a group still waits (pdl.h)
-  } else {
-    process_group(blockIdx.x);  // the grid has exactly n_groups blocks
   }
+  wait_for_inputs();  // every block waits, even one with no tile (pdl.h)
 }
 
 // Float rows that are not 16-byte aligned (or k % 8 != 0): one warp per row, scalar loads. Rare
@@ -418,14 +429,13 @@ int sm_count() { return current_device_attribute(cudaDevAttrMultiProcessorCount)
 template <GgmlType T, int NX>
 void launch_nx(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const float* x, int64_t x_stride,
                float* y, int64_t y_stride, cudaStream_t stream, const Fusion& f) {
-  using S = MatvecShape<T>;
+  using S = MatvecShape<T, NX>;
   const int64_t n_tiles = (k + S::kTile - 1) / S::kTile;
   const bool glu = f.out == int(MatvecFusion::Out::SwiGLU);
   const int64_t out_per_group = glu ? S::kRows / 2 : S::kRows;
-  const int64_t groups = ((glu ? n_rows / 2 : n_rows) + out_per_group - 1) / out_per_group;
-  int64_t blocks = groups;
+  const int64_t blocks = ((glu ? n_rows / 2 : n_rows) + out_per_group - 1) / out_per_group;
   int warps = int(std::clamp<int64_t>(n_tiles, 1, kMaxWarps));
-  if (!f.norm_w && !S::kFloat) {
+  if (!S::kFloat) {
     // Quant rows pipeline their tiles, which pays only when a warp has several: split k over the
     // fewest warps (a power of two) that still give every SM ~24 warps.
     const int64_t want = int64_t(sm_count()) * 24;
@@ -433,35 +443,11 @@ void launch_nx(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const
     while (wq < warps && blocks * wq < want) wq *= 2;
     warps = std::min(wq, warps);
   }
-  size_t smem = size_t(warps) * S::kRows * (NX * sizeof(float) + stage_slot<T>());
+  const size_t smem = size_t(warps) * (S::kRows * (NX * sizeof(float) + stage_slot<T>()) + NX * sizeof(float));
   const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && x_stride % 4 == 0;
-  if (!f.norm_w) {
-    launch_pdl(matvec_kernel<T, NX, false>, dim3(unsigned(blocks)), dim3(unsigned(warps * 32)), smem, stream,
-               static_cast<const uint8_t*>(w), n_rows, k, row_bytes, x, x_stride, x_vec, y, y_stride, f);
-    return;
-  }
-  if constexpr (NX > 2) {
-    throw Error(ErrorCode::Unsupported, "cuda matvec: the norm prologue is built for 1 or 2 rows of x");
-  } else {
-    // The norm prologue is paid once per block: as many blocks as fit on the GPU at once, each
-    // looping over row groups, with the normalised x rows in shared memory.
-    smem += size_t(NX) * size_t(k) * sizeof(float);
-    auto kernel = matvec_kernel<T, NX, true>;
-    if (smem > 48 * 1024) {
-      static int raised = 0;  // per instantiation; the attribute is per function
-      if (raised < int(smem))
-        CERA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-      raised = std::max(raised, int(smem));
-    }
-    int per_sm = 0;
-    CERA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, warps * 32, smem));
-    if (per_sm < 1)
-      throw Error(ErrorCode::Unsupported, "cuda matvec: the normalised activations (" + std::to_string(smem) +
-                                              " bytes) do not fit in shared memory");
-    blocks = std::min<int64_t>(groups, int64_t(sm_count()) * per_sm);
-    launch_pdl(kernel, dim3(unsigned(blocks)), dim3(unsigned(warps * 32)), smem, stream,
-               static_cast<const uint8_t*>(w), n_rows, k, row_bytes, x, x_stride, x_vec, y, y_stride, f);
-  }
+  auto kernel = f.norm_w ? matvec_kernel<T, NX, true> : matvec_kernel<T, NX, false>;
+  launch_pdl(kernel, dim3(unsigned(blocks)), dim3(unsigned(warps * 32)), smem, stream,
+             static_cast<const uint8_t*>(w), n_rows, k, row_bytes, x, x_stride, x_vec, y, y_stride, f);
 }
 
 template <GgmlType T>

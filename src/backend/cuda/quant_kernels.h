@@ -25,8 +25,8 @@ inline constexpr int kMaxMatvecRows = 8;
 // What a matvec does around the product v[t][n] = Σ_k W[n][k] · x'[t][k] (the fusions that remove a
 // decode step's small kernels; each has a plain-op reference in backend.h's fused ops).
 struct MatvecFusion {
-  // Prologue: with norm_w, x' = norm_w ⊙ x / sqrt(mean(x²) + norm_eps) per row (k elements);
-  // otherwise x' = x.
+  // The norm: with norm_w, x' = norm_w ⊙ x / sqrt(mean(x²) + norm_eps) per row (k elements),
+  // computed as (W·(norm_w ⊙ x)) / rms(x) inside the one kernel; otherwise x' = x.
   const float* norm_w = nullptr;
   float norm_eps = 0.f;
   enum class Out {
