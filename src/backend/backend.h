@@ -211,6 +211,15 @@ class Backend {
     rms_norm_swiglu(x, norm_w, eps, normed, gate, up, gate_up, act);
     matmul_add(act, down, s, product, x);
   }
+  // The attention sublayer's core: qk_norm_rope (when a norm weight is given or rope.n_rot > 0),
+  // then attention. q and k are scratch: they may or may not hold the normalised, rotated rows
+  // afterwards (CUDA decode does all of it in one launch without writing them back).
+  virtual void qk_norm_rope_attention(int32_t kv_layer, Tensor q, Tensor k, const Tensor& v, const Tensor* q_norm,
+                                      const Tensor* k_norm, float eps, const AttentionParams& attn,
+                                      const RopeParams& rope, Tensor out) {
+    if (q_norm || k_norm || rope.n_rot > 0) qk_norm_rope(q, k, q_norm, k_norm, eps, attn, rope);
+    attention(kv_layer, q, k, v, out, attn);
+  }
   // x += s · (a · wᵀ): a residual branch's output projection. `product` [T, rows(w)] is scratch.
   virtual void matmul_add(const Tensor& a, const Tensor& w, float s, Tensor product, Tensor x) {
     matmul(a, w, product);

@@ -224,8 +224,7 @@ class DenseModel final : public Model {
       add_bias(v, L.bv);
       const Tensor* qn = L.q_norm ? &*L.q_norm : nullptr;
       const Tensor* kn = L.k_norm ? &*L.k_norm : nullptr;
-      if (qn || rope.n_rot > 0) be.qk_norm_rope(q, k, qn, kn, eps, ap, rope);
-      be.attention(int32_t(i), q, k, v, a, ap);
+      be.qk_norm_rope_attention(int32_t(i), q, k, v, qn, kn, eps, ap, rope, a);
       project_into_residual(a, L.wo, L.bo);
 
       const int64_t F = hp_.n_ff[i];

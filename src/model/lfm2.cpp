@@ -145,8 +145,7 @@ class Lfm2Model final : public Model {
         const Tensor ws[] = {L.wq, L.wk, L.wv};
         Tensor ys[] = {q, k, v};
         be.rms_norm_matmul(x, L.attn_norm, eps, h, ws, ys);
-        be.qk_norm_rope(q, k, &L.q_norm, &L.k_norm, eps, ap, rope);
-        be.attention(L.state_index, q, k, v, a, ap);
+        be.qk_norm_rope_attention(L.state_index, q, k, v, &L.q_norm, &L.k_norm, eps, ap, rope, a);
         be.matmul_add(a, L.wo, 1.f, o, x);
       }
       const int64_t F = hp_.n_ff[i];

@@ -420,6 +420,48 @@ TEST_P(CudaAttention, PagedPrefillThenDecodeMatchCpu) {
   EXPECT_LE(b.diff(r.out), 2e-5) << "attention after a context shift";
 }
 
+// The fused decode layer (qk_norm_rope_attention: q/k norm, RoPE, K/V store, split-K attention and
+// merge in one launch) against the CPU's two ops. A prefill step, then decode steps with the norms
+// on and off and a sequence that joins with its first token (n_past 0), then a mixed step that the
+// plain kernels run: it reads the K/V the fused launches stored.
+TEST_P(CudaAttention, FusedDecodeLayerMatchesCpu) {
+  CERA_REQUIRE_CUDA();
+  const AttnShape sh = std::get<0>(GetParam());
+  const AttentionKernelEnv env(std::get<1>(GetParam()));
+  AttentionRig rig(sh, 2, 64, 80);
+  Both& b = rig.b;
+  std::vector<int32_t> perm(64);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937(11));
+  std::vector<Seq> seqs = {{5, 0, {perm[0], perm[1]}, -1},
+                           {70, 0, {perm[2], perm[3], perm[4], perm[5], perm[6], perm[7]}, -1},
+                           {1, 0, {perm[8], perm[9]}, -1}};
+  const auto qn = random_floats(size_t(rig.hd), 21, 0.5f, 1.5f), kn = random_floats(size_t(rig.hd), 22, 0.5f, 1.5f);
+  auto qnorm = b.weight(1, rig.hd, qn), knorm = b.weight(1, rig.hd, kn);
+  uint32_t seed = 300;
+  for (int step = 0; step < 5; ++step) {
+    std::vector<int32_t> tokens, positions, rows;
+    std::vector<StepSequence> ss;
+    const StepInputs in = make_step(seqs, tokens, positions, ss, rows);
+    const int64_t T = int64_t(tokens.size());
+    const AttentionRig::Rows r = rig.random_step(T, seed);
+    const bool norms = step != 2;
+    b.both([&](Backend& be, bool g) {
+      be.set_step(in);
+      be.qk_norm_rope_attention(1, g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, g ? r.v.g : r.v.c,
+                                norms ? (g ? &qnorm.g : &qnorm.c) : nullptr, norms ? (g ? &knorm.g : &knorm.c) : nullptr,
+                                1e-6f, rig.ap, rig.rope, g ? r.out.g : r.out.c);
+    });
+    EXPECT_LE(b.diff(r.out), 2e-5) << "attention output, step " << step << " (T=" << T << ")";
+    for (auto& s : seqs) {
+      s.n_past += s.n_tokens;
+      s.n_tokens = 1;
+    }
+    if (step == 1) seqs.push_back({1, 0, {perm[10]}, -1});  // joins: its first token is decoded
+    if (step == 3) seqs[0].n_tokens = 2;                     // mixed step: the plain kernels
+  }
+}
+
 // Long prompts: a 300-token and a 45-token sequence in one step (many query tiles; key loops over
 // several key tiles, the last one partial), then a mixed step (37 more tokens after the 300, and
 // one), then decode.

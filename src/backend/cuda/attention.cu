@@ -9,6 +9,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/pdl.h"
 #include "backend/cuda/ops.h"
+#include "backend/cuda/rope_head.cuh"
 #include "cera/error.h"
 
 namespace cera::cuda {
@@ -133,6 +134,91 @@ __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(KvLayer kv, St
 constexpr int kDecodeWarps = 4;
 constexpr int kDecodeHeads = 8;
 
+// Online softmax of the block's nh q heads (qv) over keys [j0, j1): each warp takes every
+// kDecodeWarps-th key, each lane every 32nd element. key_at(j) points at key j's head; its value
+// is v_offset floats further, except that the key `own_k` (if given) has its value at own_v.
+template <int E, class KeyAt>
+__device__ void attend_keys(int32_t j0, int32_t j1, int32_t nh, const AttentionShape& sh,
+                            const float (&qv)[kDecodeHeads][E], float (&acc)[kDecodeHeads][E], float (&m)[kDecodeHeads],
+                            float (&l)[kDecodeHeads], KeyAt key_at, int64_t v_offset, const float* own_k = nullptr,
+                            const float* own_v = nullptr) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int32_t hd = sh.head_dim;
+  for (int32_t j = j0 + warp; j < j1; j += kDecodeWarps) {
+    const float* kp = key_at(j);
+    const float* vp = kp == own_k ? own_v : kp + v_offset;
+    float kr[E], vr[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const int32_t d = lane + 32 * e;
+      kr[e] = d < hd ? kp[d] : 0.f;
+      vr[e] = d < hd ? vp[d] : 0.f;
+    }
+#pragma unroll
+    for (int g = 0; g < kDecodeHeads; ++g) {
+      if (g >= nh) break;
+      float dot = 0.f;
+#pragma unroll
+      for (int e = 0; e < E; ++e) dot += qv[g][e] * kr[e];
+      for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+      const float s = dot * sh.scale;
+      if (s > m[g]) {
+        const float corr = expf(m[g] - s);
+        l[g] *= corr;
+#pragma unroll
+        for (int e = 0; e < E; ++e) acc[g][e] *= corr;
+        m[g] = s;
+      }
+      const float p = expf(s - m[g]);
+      l[g] += p;
+#pragma unroll
+      for (int e = 0; e < E; ++e) acc[g][e] += p * vr[e];
+    }
+  }
+}
+
+// Merges the block's warps' partial softmaxes for its nh heads and writes this split's part
+// (m, l, unnormalised o) of each (token t, head h0 + g) to `partial`.
+template <int kMaxHd, int E = kMaxHd / 32>
+__device__ void write_split(float (&sm_m)[kDecodeWarps][kDecodeHeads], float (&sm_l)[kDecodeWarps][kDecodeHeads],
+                            float (&sm_o)[kDecodeWarps][kDecodeHeads][kMaxHd], const float (&m)[kDecodeHeads],
+                            const float (&l)[kDecodeHeads], const float (&acc)[kDecodeHeads][E], float* partial,
+                            int32_t t, int32_t h0, int32_t nh, int32_t split, const AttentionShape& sh) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int32_t hd = sh.head_dim;
+#pragma unroll
+  for (int g = 0; g < kDecodeHeads; ++g) {
+    if (lane == 0) {
+      sm_m[warp][g] = m[g];
+      sm_l[warp][g] = l[g];
+    }
+#pragma unroll
+    for (int e = 0; e < E; ++e)
+      if (lane + 32 * e < kMaxHd) sm_o[warp][g][lane + 32 * e] = acc[g][e];
+  }
+  __syncthreads();
+  const int32_t stride = hd + 2;
+  for (int32_t g = warp; g < nh; g += kDecodeWarps) {
+    float mm = -INFINITY;
+    for (int w = 0; w < kDecodeWarps; ++w) mm = fmaxf(mm, sm_m[w][g]);
+    float* dst = partial + ((int64_t(t) * sh.n_head + h0 + g) * kDecodeSplits + split) * stride;
+    float ll = 0.f;
+    for (int w = 0; w < kDecodeWarps; ++w)
+      if (sm_m[w][g] != -INFINITY) ll += sm_l[w][g] * expf(sm_m[w][g] - mm);
+    for (int32_t d = lane; d < hd; d += 32) {
+      float o = 0.f;
+      for (int w = 0; w < kDecodeWarps; ++w)
+        if (sm_m[w][g] != -INFINITY) o += sm_o[w][g][d] * expf(sm_m[w][g] - mm);
+      dst[2 + d] = o;
+    }
+    if (lane == 0) {
+      dst[0] = mm;
+      dst[1] = ll;
+    }
+  }
+}
+
+
 template <int kMaxHd>
 __global__ void __launch_bounds__(kDecodeWarps * 32) decode_kernel(KvLayer kv, StepView step, const float* q,
                                                                    int64_t qs, AttentionShape sh, int32_t group,
@@ -170,69 +256,125 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_kernel(KvLayer kv, S
     }
   }
 
-  for (int32_t j = j0 + warp; j < j1; j += kDecodeWarps) {
-    const float* kp = k_at(kv, table, j) + int64_t(kvh) * hd;
-    const float* vp = kp + int64_t(kv.block_size) * kv.kv_dim;
-    float kr[E], vr[E];
+  attend_keys(j0, j1, nh, sh, qv, acc, m, l, [&](int32_t j) { return k_at(kv, table, j) + int64_t(kvh) * hd; },
+              int64_t(kv.block_size) * kv.kv_dim);
+
+  write_split(sm_m, sm_l, sm_o, m, l, acc, partial, t, h0, nh, split, sh);
+}
+
+// One warp merges the kDecodeSplits parts of one (token, head) `p` into out[0..hd). Loads through L2
+// (__ldcg): in the fused kernel the parts were written by other blocks of the same grid.
+__device__ void combine_splits(const float* p, float* out, int32_t hd) {
+  const int lane = threadIdx.x & 31;
+  const int32_t stride = hd + 2;
+  float mm = -INFINITY;
+  for (int s = 0; s < kDecodeSplits; ++s) mm = fmaxf(mm, __ldcg(p + s * stride));
+  float l = 0.f;
+  for (int s = 0; s < kDecodeSplits; ++s) {
+    const float ms = __ldcg(p + s * stride);
+    if (ms != -INFINITY) l += __ldcg(p + s * stride + 1) * expf(ms - mm);
+  }
+  const float inv = 1.f / l;
+  for (int32_t d = lane; d < hd; d += 32) {
+    float o = 0.f;
+    for (int s = 0; s < kDecodeSplits; ++s) {
+      const float ms = __ldcg(p + s * stride);
+      if (ms != -INFINITY) o += __ldcg(p + s * stride + 2 + d) * expf(ms - mm);
+    }
+    out[d] = o * inv;
+  }
+}
+
+// ---- fused decode: the decode kernel above with its neighbours folded in, one launch per layer
+// instead of four (qk_norm_rope, store_kv, decode, combine), which at batch 1 are latency, not work.
+// Each block normalises and rotates its own q heads and the token's k head in shared memory (the
+// same per-head arithmetic as qk_norm_rope, redone by each split: a few hundred flops); the split-0
+// block of a KV head's first chunk writes the token's k/v into the cache, and no block reads that
+// slot from the cache in this launch (the token's own key comes from shared memory), so there is
+// no race; the last block of a (token, head chunk) to finish, found with a counter, merges the
+// splits (threadfence-reduction pattern) and resets the counter for the next launch.
+
+template <int kMaxHd>
+__global__ void __launch_bounds__(kDecodeWarps * 32)
+    decode_fused_kernel(KvLayer kv, StepView step, DecodeQkv in, AttentionShape sh, int32_t group, int32_t head_chunks,
+                        float* partial, unsigned* done, float* out, int64_t os) {
+  pdl_launch_dependents();
+  pdl_wait();  // pdl.h: nothing above reads inputs or writes
+  constexpr int E = kMaxHd / 32;
+  __shared__ float sm_m[kDecodeWarps][kDecodeHeads], sm_l[kDecodeWarps][kDecodeHeads];
+  __shared__ float sm_o[kDecodeWarps][kDecodeHeads][kMaxHd];
+  __shared__ float sm_q[kDecodeHeads][kMaxHd], sm_k[kMaxHd], sm_v[kMaxHd];
+  __shared__ bool sm_last;
+
+  const int32_t t = blockIdx.x;
+  const int32_t kvh = blockIdx.y / head_chunks;
+  const int32_t h0 = kvh * group + (blockIdx.y % head_chunks) * kDecodeHeads;
+  const int32_t nh = min(kDecodeHeads, kvh * group + group - h0);
+  const int32_t split = blockIdx.z;
+  const int32_t hd = sh.head_dim;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  const DeviceSeq sq = step.seqs[step.token_seq[t]];
+  const int32_t* table = step.block_tables + sq.block_offset;
+  const int32_t slot = sq.n_past + (t - sq.first_token);  // the token's cache position
+  const int32_t n_keys = slot + 1;
+  const int32_t pos = step.positions[t];                  // its RoPE position
+
+  // The block's q heads and the token's k head, normalised and rotated, and its v head.
+  for (int32_t g = warp; g < nh; g += kDecodeWarps) {
+    const float* src = in.q + int64_t(t) * in.q_stride + int64_t(h0 + g) * hd;
+    for (int32_t d = lane; d < hd; d += 32) sm_q[g][d] = src[d];
+    __syncwarp();
+    norm_rope_head(sm_q[g], in.q_norm, in.eps, hd, in.rope, pos);
+  }
+  if (warp == kDecodeWarps - 1) {
+    const float* ks = in.k + int64_t(t) * in.k_stride + int64_t(kvh) * hd;
+    const float* vs = in.v + int64_t(t) * in.v_stride + int64_t(kvh) * hd;
+    for (int32_t d = lane; d < hd; d += 32) sm_k[d] = ks[d], sm_v[d] = vs[d];
+    __syncwarp();
+    norm_rope_head(sm_k, in.k_norm, in.eps, hd, in.rope, pos);
+  }
+  __syncthreads();
+  if (split == 0 && blockIdx.y % head_chunks == 0) {
+    float* kd = k_at(kv, table, slot) + int64_t(kvh) * hd;
+    float* vd = kd + int64_t(kv.block_size) * kv.kv_dim;
+    for (int32_t d = threadIdx.x; d < hd; d += blockDim.x) kd[d] = sm_k[d], vd[d] = sm_v[d];
+  }
+
+  const int32_t per = (n_keys + kDecodeSplits - 1) / kDecodeSplits;
+  const int32_t j0 = split * per, j1 = min(n_keys, j0 + per);
+  float qv[kDecodeHeads][E], acc[kDecodeHeads][E], m[kDecodeHeads], l[kDecodeHeads];
+#pragma unroll
+  for (int g = 0; g < kDecodeHeads; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.f;
 #pragma unroll
     for (int e = 0; e < E; ++e) {
       const int32_t d = lane + 32 * e;
-      kr[e] = d < hd ? kp[d] : 0.f;
-      vr[e] = d < hd ? vp[d] : 0.f;
-    }
-#pragma unroll
-    for (int g = 0; g < kDecodeHeads; ++g) {
-      if (g >= nh) break;
-      float dot = 0.f;
-#pragma unroll
-      for (int e = 0; e < E; ++e) dot += qv[g][e] * kr[e];
-      for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-      const float s = dot * sh.scale;
-      if (s > m[g]) {
-        const float corr = expf(m[g] - s);
-        l[g] *= corr;
-#pragma unroll
-        for (int e = 0; e < E; ++e) acc[g][e] *= corr;
-        m[g] = s;
-      }
-      const float p = expf(s - m[g]);
-      l[g] += p;
-#pragma unroll
-      for (int e = 0; e < E; ++e) acc[g][e] += p * vr[e];
+      qv[g][e] = (g < nh && d < hd) ? sm_q[g][d] : 0.f;
+      acc[g][e] = 0.f;
     }
   }
+  // The token's own key and value come from shared memory (sm_v - sm_k is the V offset there).
+  attend_keys(j0, j1, nh, sh, qv, acc, m, l,
+              [&](int32_t j) -> const float* { return j == slot ? sm_k : k_at(kv, table, j) + int64_t(kvh) * hd; },
+              int64_t(kv.block_size) * kv.kv_dim, sm_k, sm_v);
+  write_split(sm_m, sm_l, sm_o, m, l, acc, partial, t, h0, nh, split, sh);
 
-  // Merge the warps' partial softmaxes, then write this split's part.
-#pragma unroll
-  for (int g = 0; g < kDecodeHeads; ++g) {
-    if (lane == 0) {
-      sm_m[warp][g] = m[g];
-      sm_l[warp][g] = l[g];
-    }
-#pragma unroll
-    for (int e = 0; e < E; ++e)
-      if (lane + 32 * e < kMaxHd) sm_o[warp][g][lane + 32 * e] = acc[g][e];
+  // The last of the kDecodeSplits blocks of this (token, head chunk) merges them.
+  __threadfence();  // this block's part is visible device-wide before it is counted
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned* counter = done + int64_t(t) * gridDim.y + blockIdx.y;
+    sm_last = atomicAdd(counter, 1u) == unsigned(kDecodeSplits - 1);
+    if (sm_last) *counter = 0;  // every split has counted: ready for the next launch
   }
   __syncthreads();
-  const int32_t stride = hd + 2;
-  for (int32_t g = warp; g < nh; g += kDecodeWarps) {
-    float mm = -INFINITY;
-    for (int w = 0; w < kDecodeWarps; ++w) mm = fmaxf(mm, sm_m[w][g]);
-    float* dst = partial + ((int64_t(t) * sh.n_head + h0 + g) * kDecodeSplits + split) * stride;
-    float ll = 0.f;
-    for (int w = 0; w < kDecodeWarps; ++w)
-      if (sm_m[w][g] != -INFINITY) ll += sm_l[w][g] * expf(sm_m[w][g] - mm);
-    for (int32_t d = lane; d < hd; d += 32) {
-      float o = 0.f;
-      for (int w = 0; w < kDecodeWarps; ++w)
-        if (sm_m[w][g] != -INFINITY) o += sm_o[w][g][d] * expf(sm_m[w][g] - mm);
-      dst[2 + d] = o;
-    }
-    if (lane == 0) {
-      dst[0] = mm;
-      dst[1] = ll;
-    }
-  }
+  if (!sm_last) return;
+  __threadfence();
+  for (int32_t g = warp; g < nh; g += kDecodeWarps)
+    combine_splits(partial + (int64_t(t) * sh.n_head + h0 + g) * kDecodeSplits * (hd + 2),
+                   out + int64_t(t) * os + int64_t(h0 + g) * hd, hd);
 }
 
 // grid (T, n_head), one warp: merges the splits of one (token, head).
@@ -240,20 +382,8 @@ __global__ void decode_combine_kernel(const float* partial, float* out, int64_t 
   pdl_launch_dependents();
   pdl_wait();  // pdl.h: nothing above reads inputs or writes
   const int32_t t = blockIdx.x, h = blockIdx.y;
-  const int32_t stride = hd + 2;
-  const float* p = partial + (int64_t(t) * n_head + h) * kDecodeSplits * stride;
-  float mm = -INFINITY;
-  for (int s = 0; s < kDecodeSplits; ++s) mm = fmaxf(mm, p[s * stride]);
-  float l = 0.f;
-  for (int s = 0; s < kDecodeSplits; ++s)
-    if (p[s * stride] != -INFINITY) l += p[s * stride + 1] * expf(p[s * stride] - mm);
-  const float inv = 1.f / l;
-  for (int32_t d = threadIdx.x; d < hd; d += 32) {
-    float o = 0.f;
-    for (int s = 0; s < kDecodeSplits; ++s)
-      if (p[s * stride] != -INFINITY) o += p[s * stride + 2 + d] * expf(p[s * stride] - mm);
-    out[int64_t(t) * os + int64_t(h) * hd + d] = o * inv;
-  }
+  combine_splits(partial + (int64_t(t) * n_head + h) * kDecodeSplits * (hd + 2), out + int64_t(t) * os + int64_t(h) * hd,
+                 hd);
 }
 
 __global__ void shift_gather_kernel(KvLayer kv, const int32_t* blocks, int32_t first, int32_t n_head_kv,
@@ -369,6 +499,31 @@ void attention_decode(const KvLayer& kv, const StepView& step, int32_t n_tokens,
   CERA_CUDA_CHECK_LAUNCH();
   launch_pdl(decode_combine_kernel, dim3(unsigned(n_tokens), unsigned(sh.n_head)), dim3(32), 0, s, partial, out, os, sh.n_head,
                                                                                     sh.head_dim);
+  CERA_CUDA_CHECK_LAUNCH();
+}
+
+bool attention_decode_fused_supported(int32_t head_dim) { return head_dim <= 256; }
+
+size_t attention_decode_counters(int32_t n_tokens, const AttentionShape& sh) {
+  const int32_t group = sh.n_head / sh.n_head_kv;
+  return size_t(n_tokens) * size_t(sh.n_head_kv) * size_t((group + kDecodeHeads - 1) / kDecodeHeads);
+}
+
+void attention_decode_fused(const KvLayer& kv, const StepView& step, int32_t n_tokens, const DecodeQkv& qkv,
+                            float* out, int64_t os, const AttentionShape& sh, float* partial, unsigned* counters,
+                            cudaStream_t s) {
+  if (n_tokens <= 0) return;
+  if (!attention_decode_fused_supported(sh.head_dim))
+    throw Error(ErrorCode::Unsupported, "fused decode attention: head_dim " + std::to_string(sh.head_dim) + " > 256");
+  const int32_t group = sh.n_head / sh.n_head_kv;
+  const int32_t chunks = (group + kDecodeHeads - 1) / kDecodeHeads;
+  const dim3 grid(unsigned(n_tokens), unsigned(sh.n_head_kv * chunks), kDecodeSplits);
+  const int threads = kDecodeWarps * 32;
+  switch (head_dim_bucket(sh.head_dim)) {
+    case 64: launch_pdl(decode_fused_kernel<64>, grid, dim3(threads), 0, s, kv, step, qkv, sh, group, chunks, partial, counters, out, os); break;
+    case 128: launch_pdl(decode_fused_kernel<128>, grid, dim3(threads), 0, s, kv, step, qkv, sh, group, chunks, partial, counters, out, os); break;
+    default: launch_pdl(decode_fused_kernel<256>, grid, dim3(threads), 0, s, kv, step, qkv, sh, group, chunks, partial, counters, out, os); break;
+  }
   CERA_CUDA_CHECK_LAUNCH();
 }
 

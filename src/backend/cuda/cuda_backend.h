@@ -21,6 +21,9 @@ struct CudaBackendOptions {
   // 1,242-1,249 had it folded). CERA_CUDA_FUSE_NORM=0: never, =1: always.
   enum class NormFold { Never, FloatWeights, Always };
   NormFold fold_norm = NormFold::FloatWeights;
+  // Decode attention layers in one launch: q/k norm + RoPE + K/V store + attention + split merge
+  // (CERA_CUDA_FUSE_ATTENTION=0: the separate kernels).
+  bool fuse_attention = true;
   bool prefetch = false;   // matvec blocks prefetch weights to L2 before the PDL wait (CERA_CUDA_PREFETCH=1: on)
 };
 

@@ -94,6 +94,28 @@ void attention_prefill_f16(const KvLayer& kv, const StepView& step, int32_t n_ti
 inline constexpr int32_t kDecodeSplits = 16;
 void attention_decode(const KvLayer& kv, const StepView& step, int32_t n_tokens, const float* q, int64_t q_stride,
                       float* out, int64_t out_stride, const AttentionShape& shape, float* partial, cudaStream_t s);
+// The decode step's attention layer in one launch: per-head q/k RMSNorm (where the weights are
+// given) and RoPE (n_rot > 0) of the raw q, k rows, the token's k, v into the cache, the split-K
+// attention, and the merge of the splits (qk_norm_rope + store_kv + attention_decode, without
+// writing the rotated q, k back). `counters` (attention_decode_counters(...) unsigneds) must be zero
+// before the first launch; every launch leaves them zero.
+struct DecodeQkv {
+  const float* q;
+  int64_t q_stride;
+  const float* k;
+  int64_t k_stride;
+  const float* v;
+  int64_t v_stride;
+  const float* q_norm;  // null: none
+  const float* k_norm;
+  float eps;
+  RopeArgs rope;
+};
+bool attention_decode_fused_supported(int32_t head_dim);
+size_t attention_decode_counters(int32_t n_tokens, const AttentionShape& shape);
+void attention_decode_fused(const KvLayer& kv, const StepView& step, int32_t n_tokens, const DecodeQkv& qkv,
+                            float* out, int64_t out_stride, const AttentionShape& shape, float* partial,
+                            unsigned* counters, cudaStream_t s);
 // Context shift (Backend::shift_kv): scratch holds count × 2 × kv_dim floats.
 void shift_kv(const KvLayer& kv, const int32_t* blocks, int32_t first, int32_t count, int32_t delta,
               int32_t n_head_kv, int32_t head_dim, const float* rot_cos, const float* rot_sin, int32_t n_rot,
