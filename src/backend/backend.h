@@ -160,6 +160,10 @@ class Backend {
   virtual void swiglu(const Tensor& gate, const Tensor& up, Tensor out) = 0;
   // Adds a bias row to every row of x.
   virtual void add_bias(Tensor x, const Tensor& bias) = 0;
+  // A hint before a model's upload_weight calls: about `bytes` in `n_tensors` tensors are coming.
+  // A backend that copies weights into its own memory can reserve it at once, so that weights
+  // uploaded one after another stay adjacent (the fused products run [gate; up] and q|k|v as one).
+  virtual void reserve_weights(size_t /*bytes*/, size_t /*n_tensors*/) {}
   // Per-head RMSNorm (if norm weights are given) then RoPE at the step positions, in place.
   // q: [T, n_head*head_dim], k: [T, n_head_kv*head_dim].
   virtual void qk_norm_rope(Tensor q, Tensor k, const Tensor* q_norm, const Tensor* k_norm, float eps,

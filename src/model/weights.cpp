@@ -16,6 +16,12 @@ std::string shape_string(const int64_t* ne, size_t n) {
 
 }  // namespace
 
+WeightLoader::WeightLoader(const gguf::File& file, Backend& backend) : file_(file), backend_(backend) {
+  size_t bytes = 0;
+  for (const gguf::TensorInfo& t : file.tensors()) bytes += t.nbytes;
+  backend_.reserve_weights(bytes, file.tensors().size());
+}
+
 std::optional<Tensor> WeightLoader::get_optional(const std::string& name, std::initializer_list<int64_t> ne) const {
   const gguf::TensorInfo* info = file_.find_tensor(name);
   if (!info) return std::nullopt;

@@ -14,7 +14,8 @@ namespace cera {
 
 class WeightLoader {
  public:
-  WeightLoader(const gguf::File& file, Backend& backend) : file_(file), backend_(backend) {}
+  // Tells the backend how many weight bytes are coming (Backend::reserve_weights).
+  WeightLoader(const gguf::File& file, Backend& backend);
 
   // A tensor with shape ne (ggml order, ne[0] contiguous). A matrix {K, N} becomes N rows of K.
   Tensor get(const std::string& name, std::initializer_list<int64_t> ne) const;

@@ -200,6 +200,15 @@ class CudaBackend final : public Backend {
     return t;
   }
 
+  // The whole model in one chunk when the loader says how much is coming: a chunk boundary between
+  // gate and up (or q and k) would split that layer's fused product in two.
+  void reserve_weights(size_t bytes, size_t n_tensors) override {
+    const size_t size = bytes + 16 * n_tensors;  // each weight is padded to 16 bytes
+    if (arena_ && arena_->bytes() - arena_used_ >= size) return;
+    arena_ = &buffers_.emplace_back(size);
+    arena_used_ = 0;
+  }
+
   // Weights are packed one after another (16-byte aligned) into large device chunks, so weights the
   // model loads one after the other — gate then up, q then k then v — are adjacent in memory and
   // matmul can run them as one matrix.
