@@ -348,6 +348,11 @@ struct AttentionRig {
     write(*b.cpu, p.c, data);
     write(*b.gpu, p.g, data);
   }
+  // Random per-head q and k norm weights (seeds seed, seed + 1) on both backends.
+  std::pair<Both::Pair, Both::Pair> head_norms(uint32_t seed) {
+    return {b.weight(1, hd, random_floats(size_t(hd), seed, 0.5f, 1.5f)),
+            b.weight(1, hd, random_floats(size_t(hd), seed + 1, 0.5f, 1.5f))};
+  }
   // Random q, k, v for T tokens (seeds seed, seed+1, seed+2), on both backends.
   Rows random_step(int64_t T, uint32_t& seed) {
     const Rows r = rows(T);
@@ -358,6 +363,21 @@ struct AttentionRig {
   }
 };
 
+// The 64 block ids of a pool in a random order (sequences' blocks scattered and interleaved).
+std::vector<int32_t> shuffled_blocks(uint32_t seed) {
+  std::vector<int32_t> perm(64);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937(seed));
+  return perm;
+}
+
+// Three sequences of 5, 70 and 1 prompt tokens on the first ten blocks of perm.
+std::vector<Seq> three_prompts(const std::vector<int32_t>& perm) {
+  return {{5, 0, {perm[0], perm[1]}, -1},
+          {70, 0, {perm[2], perm[3], perm[4], perm[5], perm[6], perm[7]}, -1},
+          {1, 0, {perm[8], perm[9]}, -1}};
+}
+
 // (shape, simt): every shape once on the SIMT prefill kernel and once on the default dispatch.
 class CudaAttention : public ::testing::TestWithParam<std::tuple<AttnShape, bool>> {};
 
@@ -367,15 +387,9 @@ TEST_P(CudaAttention, PagedPrefillThenDecodeMatchCpu) {
   const AttentionKernelEnv env(std::get<1>(GetParam()));
   AttentionRig rig(sh, 2, 64, 80);
   Both& b = rig.b;
-  // Three sequences with scattered, interleaved blocks: 5, 70 and 1 prompt tokens.
-  std::vector<int32_t> perm(64);
-  std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), std::mt19937(7));
-  std::vector<Seq> seqs = {{5, 0, {perm[0], perm[1]}, -1},
-                           {70, 0, {perm[2], perm[3], perm[4], perm[5], perm[6], perm[7]}, -1},
-                           {1, 0, {perm[8], perm[9]}, -1}};
-  const auto qn = random_floats(size_t(rig.hd), 11, 0.5f, 1.5f), kn = random_floats(size_t(rig.hd), 12, 0.5f, 1.5f);
-  auto qnorm = b.weight(1, rig.hd, qn), knorm = b.weight(1, rig.hd, kn);
+  const std::vector<int32_t> perm = shuffled_blocks(7);
+  std::vector<Seq> seqs = three_prompts(perm);
+  auto [qnorm, knorm] = rig.head_norms(11);
   uint32_t seed = 100;
   for (int step = 0; step < 4; ++step) {
     std::vector<int32_t> tokens, positions, rows;
@@ -430,14 +444,9 @@ TEST_P(CudaAttention, FusedDecodeLayerMatchesCpu) {
   const AttentionKernelEnv env(std::get<1>(GetParam()));
   AttentionRig rig(sh, 2, 64, 80);
   Both& b = rig.b;
-  std::vector<int32_t> perm(64);
-  std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), std::mt19937(11));
-  std::vector<Seq> seqs = {{5, 0, {perm[0], perm[1]}, -1},
-                           {70, 0, {perm[2], perm[3], perm[4], perm[5], perm[6], perm[7]}, -1},
-                           {1, 0, {perm[8], perm[9]}, -1}};
-  const auto qn = random_floats(size_t(rig.hd), 21, 0.5f, 1.5f), kn = random_floats(size_t(rig.hd), 22, 0.5f, 1.5f);
-  auto qnorm = b.weight(1, rig.hd, qn), knorm = b.weight(1, rig.hd, kn);
+  const std::vector<int32_t> perm = shuffled_blocks(11);
+  std::vector<Seq> seqs = three_prompts(perm);
+  auto [qnorm, knorm] = rig.head_norms(21);
   uint32_t seed = 300;
   for (int step = 0; step < 5; ++step) {
     std::vector<int32_t> tokens, positions, rows;

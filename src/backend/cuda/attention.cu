@@ -134,6 +134,36 @@ __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(KvLayer kv, St
 constexpr int kDecodeWarps = 4;
 constexpr int kDecodeHeads = 8;
 
+// What a decode block (grid (T, n_head_kv × head_chunks, kDecodeSplits)) works on: token t, KV head
+// kvh, q heads [h0, h0 + nh), and its split of the keys.
+struct DecodeBlock {
+  int32_t t, kvh, h0, nh, split;
+};
+__device__ inline DecodeBlock decode_block(int32_t group, int32_t head_chunks) {
+  const int32_t kvh = blockIdx.y / head_chunks;
+  const int32_t h0 = kvh * group + (blockIdx.y % head_chunks) * kDecodeHeads;
+  return {int32_t(blockIdx.x), kvh, h0, min(kDecodeHeads, kvh * group + group - h0), int32_t(blockIdx.z)};
+}
+
+// The online softmax's start: each lane's elements of the nh q heads (q_at(g, d); zero past nh or
+// head_dim), zero accumulators, m = -inf, l = 0.
+template <int E, class QAt>
+__device__ void start_heads(int32_t nh, int32_t hd, QAt q_at, float (&qv)[kDecodeHeads][E],
+                            float (&acc)[kDecodeHeads][E], float (&m)[kDecodeHeads], float (&l)[kDecodeHeads]) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int g = 0; g < kDecodeHeads; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.f;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const int32_t d = lane + 32 * e;
+      qv[g][e] = (g < nh && d < hd) ? q_at(g, d) : 0.f;
+      acc[g][e] = 0.f;
+    }
+  }
+}
+
 // Online softmax of the block's nh q heads (qv) over keys [j0, j1): each warp takes every
 // kDecodeWarps-th key, each lane every 32nd element. key_at(j) points at key j's head; its value
 // is v_offset floats further, except that the key `own_k` (if given) has its value at own_v.
@@ -229,13 +259,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_kernel(KvLayer kv, S
   __shared__ float sm_m[kDecodeWarps][kDecodeHeads], sm_l[kDecodeWarps][kDecodeHeads];
   __shared__ float sm_o[kDecodeWarps][kDecodeHeads][kMaxHd];
 
-  const int32_t t = blockIdx.x;
-  const int32_t kvh = blockIdx.y / head_chunks;
-  const int32_t h0 = kvh * group + (blockIdx.y % head_chunks) * kDecodeHeads;
-  const int32_t nh = min(kDecodeHeads, kvh * group + group - h0);
-  const int32_t split = blockIdx.z;
+  const auto [t, kvh, h0, nh, split] = decode_block(group, head_chunks);
   const int32_t hd = sh.head_dim;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   const DeviceSeq sq = step.seqs[step.token_seq[t]];
   const int32_t* table = step.block_tables + sq.block_offset;
@@ -244,17 +269,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_kernel(KvLayer kv, S
   const int32_t j0 = split * per, j1 = min(n_keys, j0 + per);
 
   float qv[kDecodeHeads][E], acc[kDecodeHeads][E], m[kDecodeHeads], l[kDecodeHeads];
-#pragma unroll
-  for (int g = 0; g < kDecodeHeads; ++g) {
-    m[g] = -INFINITY;
-    l[g] = 0.f;
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-      const int32_t d = lane + 32 * e;
-      qv[g][e] = (g < nh && d < hd) ? q[int64_t(t) * qs + int64_t(h0 + g) * hd + d] : 0.f;
-      acc[g][e] = 0.f;
-    }
-  }
+  start_heads(nh, hd, [&](int32_t g, int32_t d) { return q[int64_t(t) * qs + int64_t(h0 + g) * hd + d]; }, qv, acc, m,
+              l);
 
   attend_keys(j0, j1, nh, sh, qv, acc, m, l, [&](int32_t j) { return k_at(kv, table, j) + int64_t(kvh) * hd; },
               int64_t(kv.block_size) * kv.kv_dim);
@@ -306,19 +322,15 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   __shared__ float sm_q[kDecodeHeads][kMaxHd], sm_k[kMaxHd], sm_v[kMaxHd];
   __shared__ bool sm_last;
 
-  const int32_t t = blockIdx.x;
-  const int32_t kvh = blockIdx.y / head_chunks;
-  const int32_t h0 = kvh * group + (blockIdx.y % head_chunks) * kDecodeHeads;
-  const int32_t nh = min(kDecodeHeads, kvh * group + group - h0);
-  const int32_t split = blockIdx.z;
+  const auto [t, kvh, h0, nh, split] = decode_block(group, head_chunks);
   const int32_t hd = sh.head_dim;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   const DeviceSeq sq = step.seqs[step.token_seq[t]];
   const int32_t* table = step.block_tables + sq.block_offset;
   const int32_t slot = sq.n_past + (t - sq.first_token);  // the token's cache position
   const int32_t n_keys = slot + 1;
   const int32_t pos = step.positions[t];                  // its RoPE position
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   // The block's q heads and the token's k head, normalised and rotated, and its v head.
   for (int32_t g = warp; g < nh; g += kDecodeWarps) {
@@ -344,17 +356,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   const int32_t per = (n_keys + kDecodeSplits - 1) / kDecodeSplits;
   const int32_t j0 = split * per, j1 = min(n_keys, j0 + per);
   float qv[kDecodeHeads][E], acc[kDecodeHeads][E], m[kDecodeHeads], l[kDecodeHeads];
-#pragma unroll
-  for (int g = 0; g < kDecodeHeads; ++g) {
-    m[g] = -INFINITY;
-    l[g] = 0.f;
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-      const int32_t d = lane + 32 * e;
-      qv[g][e] = (g < nh && d < hd) ? sm_q[g][d] : 0.f;
-      acc[g][e] = 0.f;
-    }
-  }
+  start_heads(nh, hd, [&](int32_t g, int32_t d) { return sm_q[g][d]; }, qv, acc, m, l);
   // The token's own key and value come from shared memory (sm_v - sm_k is the V offset there).
   attend_keys(j0, j1, nh, sh, qv, acc, m, l,
               [&](int32_t j) -> const float* { return j == slot ? sm_k : k_at(kv, table, j) + int64_t(kvh) * hd; },
