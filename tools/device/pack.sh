@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Packs what a GPU-machine run needs into .device/ (see README.md). Usage: tools/device/pack.sh [lfm2|dense|none]
+# Packs what a GPU-machine run needs into .device/ (see README.md).
+# Usage: tools/device/pack.sh [lfm2|dense|dense-llama|dense-qwen2|none]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 part=${1:-lfm2}
@@ -16,8 +17,15 @@ case "$part" in
   lfm2)
     mkdir -p .device/fixtures/models/lfm2-tiny
     cp -r "$fx/models/lfm2-tiny/ref" "$fx/models/lfm2-tiny/hf" .device/fixtures/models/lfm2-tiny/ ;;
-  dense)
-    for m in llama-tiny qwen2-tiny qwen3-tiny; do
+  dense|dense-llama|dense-qwen2)
+    # The three dense fixtures and the binaries together pass the 64 MiB a device call carries
+    # once the test binary is ~6 MB compressed: dense-llama (llama + qwen3) and dense-qwen2 halve it.
+    case "$part" in
+      dense) models="llama-tiny qwen2-tiny qwen3-tiny" ;;
+      dense-llama) models="llama-tiny qwen3-tiny" ;;
+      dense-qwen2) models="qwen2-tiny" ;;
+    esac
+    for m in $models; do
       mkdir -p ".device/fixtures/models/$m/gguf"
       cp -r "$fx/models/$m/ref" ".device/fixtures/models/$m/"
       cp "$fx/models/$m/gguf/$m-BF16.gguf" ".device/fixtures/models/$m/gguf/"
