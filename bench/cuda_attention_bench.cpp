@@ -17,17 +17,9 @@
 
 #include "backend/cuda/ops.h"
 #include "backend/cuda/step_meta.h"
+#include "cuda_bench_check.h"
 
 namespace {
-
-#define CHECK(expr)                                                                              \
-  do {                                                                                           \
-    const cudaError_t e_ = (expr);                                                               \
-    if (e_ != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s failed: %s\n", #expr, cudaGetErrorString(e_));                    \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
 
 template <typename T>
 T* upload(const std::vector<T>& v) {

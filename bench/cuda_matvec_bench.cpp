@@ -18,17 +18,9 @@
 #include "backend/cuda/quant_kernels.h"
 #include "format/ggml_type.h"
 #include "format/quant.h"
+#include "cuda_bench_check.h"
 
 namespace {
-
-#define CHECK(expr)                                                                              \
-  do {                                                                                           \
-    const cudaError_t e_ = (expr);                                                               \
-    if (e_ != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s failed: %s\n", #expr, cudaGetErrorString(e_));                    \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
 
 constexpr double kPeakBytesPerSec = 4.0e12;
 
