@@ -9,9 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <numeric>
-#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -27,27 +25,6 @@ using test::random_floats;
 using test::read;
 using test::rel_diff;
 using test::write;
-
-// Sets CERA_CUDA_ATTENTION for the object's lifetime (read by the CUDA backend at each prefill call).
-class KernelOverride {
- public:
-  explicit KernelOverride(const char* value) {
-    if (const char* old = std::getenv(kVar)) old_ = old;
-    setenv(kVar, value, 1);
-  }
-  ~KernelOverride() {
-    if (old_)
-      setenv(kVar, old_->c_str(), 1);
-    else
-      unsetenv(kVar);
-  }
-  KernelOverride(const KernelOverride&) = delete;
-  KernelOverride& operator=(const KernelOverride&) = delete;
-
- private:
-  static constexpr const char* kVar = "CERA_CUDA_ATTENTION";
-  std::optional<std::string> old_;
-};
 
 struct Shape {
   int32_t n_head, n_head_kv, head_dim;
@@ -81,7 +58,7 @@ class CudaAttentionF16 : public ::testing::TestWithParam<Shape> {};
 // Runs the steps on the CPU backend and on the CUDA backend with the given kernel override; returns
 // each step's rel_diff. Checks the poison around the step's output on the way.
 std::vector<double> run_steps(const Shape& sh, const char* kernel) {
-  const KernelOverride env(kernel);
+  const test::ScopedEnv env("CERA_CUDA_ATTENTION", kernel);
   auto cpu = make_cpu_backend({2});
   CudaBackendOptions opts;
   opts.use_graphs = false;

@@ -196,9 +196,10 @@ TEST(CudaGraphs, ReplayEqualsEagerLaunchesBitForBit) {
   for (const auto& [model, type] : {std::pair{"default", "Q8_0"}, std::pair{"qwen3-tiny", "BF16"},
                                      std::pair{"llama-tiny", "Q4_K_M"}}) {
     const std::string path = model_path(model, type);
-    ::setenv("CERA_CUDA_GRAPHS", "0", 1);
-    auto eager = load(path, "cuda");
-    ::unsetenv("CERA_CUDA_GRAPHS");
+    auto eager = [&] {
+      const test::ScopedEnv no_graphs("CERA_CUDA_GRAPHS", "0");
+      return load(path, "cuda");
+    }();
     auto graphs = load(path, "cuda");
     const auto prompt = prompts_for(model, *graphs).front();
     const auto a = greedy_trace(*eager, prompt, 24), b = greedy_trace(*graphs, prompt, 24);

@@ -6,10 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <deque>
 #include <numeric>
-#include <optional>
 #include <ostream>
 #include <string>
 #include <tuple>
@@ -288,30 +286,9 @@ void PrintTo(const AttnShape& s, std::ostream* os) {
       << (s.neox ? ", neox}" : "}");
 }
 
-// Sets CERA_CUDA_ATTENTION for the test's lifetime (the CUDA backend reads it at each prefill
-// attention call): "simt" keeps the SIMT kernel; unset, head dims 64 and 128 take the tensor-core one.
-class AttentionKernelEnv {
- public:
-  explicit AttentionKernelEnv(bool simt) {
-    if (const char* old = std::getenv(kVar)) old_ = old;
-    if (simt)
-      setenv(kVar, "simt", 1);
-    else
-      unsetenv(kVar);
-  }
-  ~AttentionKernelEnv() {
-    if (old_)
-      setenv(kVar, old_->c_str(), 1);
-    else
-      unsetenv(kVar);
-  }
-  AttentionKernelEnv(const AttentionKernelEnv&) = delete;
-  AttentionKernelEnv& operator=(const AttentionKernelEnv&) = delete;
-
- private:
-  static constexpr const char* kVar = "CERA_CUDA_ATTENTION";
-  std::optional<std::string> old_;
-};
+// The prefill attention kernel for a CudaAttention case: "simt" keeps the SIMT kernel; unset (the
+// default dispatch), head dims 64 and 128 take a tensor-core one. The backend reads it at each call.
+test::ScopedEnv attention_kernel_env(bool simt) { return {"CERA_CUDA_ATTENTION", simt ? "simt" : nullptr}; }
 
 // What both attention tests set up: the shape's parameters, a KV pool, q/k/v/out buffers on both
 // backends, and a step's random q, k, v written to both.
@@ -384,7 +361,7 @@ class CudaAttention : public ::testing::TestWithParam<std::tuple<AttnShape, bool
 TEST_P(CudaAttention, PagedPrefillThenDecodeMatchCpu) {
   CERA_REQUIRE_CUDA();
   const AttnShape sh = std::get<0>(GetParam());
-  const AttentionKernelEnv env(std::get<1>(GetParam()));
+  const test::ScopedEnv env = attention_kernel_env(std::get<1>(GetParam()));
   AttentionRig rig(sh, 2, 64, 80);
   Both& b = rig.b;
   const std::vector<int32_t> perm = shuffled_blocks(7);
@@ -441,7 +418,7 @@ TEST_P(CudaAttention, PagedPrefillThenDecodeMatchCpu) {
 TEST_P(CudaAttention, FusedDecodeLayerMatchesCpu) {
   CERA_REQUIRE_CUDA();
   const AttnShape sh = std::get<0>(GetParam());
-  const AttentionKernelEnv env(std::get<1>(GetParam()));
+  const test::ScopedEnv env = attention_kernel_env(std::get<1>(GetParam()));
   AttentionRig rig(sh, 2, 64, 80);
   Both& b = rig.b;
   const std::vector<int32_t> perm = shuffled_blocks(11);
@@ -477,7 +454,7 @@ TEST_P(CudaAttention, FusedDecodeLayerMatchesCpu) {
 TEST_P(CudaAttention, LongPromptMatchesCpu) {
   CERA_REQUIRE_CUDA();
   const AttnShape sh = std::get<0>(GetParam());
-  const AttentionKernelEnv env(std::get<1>(GetParam()));
+  const test::ScopedEnv env = attention_kernel_env(std::get<1>(GetParam()));
   AttentionRig rig(sh, 1, 32, 345);
   Both& b = rig.b;
   std::vector<int32_t> perm(32);

@@ -5,7 +5,9 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -37,6 +39,31 @@ struct DevBuf {
   DevBuf& operator=(const DevBuf&) = delete;
   template <class T>
   T* as() const { return static_cast<T*>(p); }
+};
+
+// Sets (value non-null) or unsets an environment variable for the object's lifetime, then restores
+// what was there: the CUDA backend reads its A/B switches (CERA_CUDA_*) from the environment.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      setenv(name_.c_str(), old_->c_str(), 1);
+    else
+      unsetenv(name_.c_str());
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
 };
 
 inline bool is_cuda(Backend& b) { return b.name().rfind("cuda", 0) == 0; }
