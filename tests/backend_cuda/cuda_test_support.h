@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -14,6 +15,8 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "format/ggml_type.h"
+#include "format/quant.h"
 
 namespace cera::test {
 
@@ -65,6 +68,40 @@ class ScopedEnv {
   std::string name_;
   std::optional<std::string> old_;
 };
+
+// A random weight matrix in `type`, rows row_bytes apart (row_bytes may exceed the data: padding
+// filled with junk the kernels must not read as weights), and its reference f32 values from the
+// scalar dequantizer. Row r is N(0, 1) times 2^e, e uniform in [-spread, spread], plus (with
+// offset_rows) half that magnitude on every third row: scales, mins and f16 ranges vary.
+struct RandomWeights {
+  int64_t n_rows, k;
+  size_t row_bytes;
+  std::vector<uint8_t> bytes;
+  std::vector<float> ref;  // n_rows x k, from dequantize_row_ref
+};
+struct WeightStyle {
+  int spread;
+  bool offset_rows;
+  uint8_t junk;
+};
+inline RandomWeights random_weights(GgmlType type, int64_t n_rows, int64_t k, size_t pad, uint32_t seed,
+                                    const WeightStyle& style) {
+  RandomWeights w{n_rows, k, ggml_row_bytes(type, k) + pad, {}, {}};
+  w.bytes.assign(w.row_bytes * size_t(n_rows), style.junk);
+  w.ref.resize(size_t(n_rows * k));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> src(static_cast<size_t>(k));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float mag = std::ldexp(1.0f, int(rng() % unsigned(2 * style.spread + 1)) - style.spread);
+    const float shift = (r % 3 == 0) ? 0.5f * mag : 0.0f;
+    for (auto& v : src) v = style.offset_rows ? nd(rng) * mag + shift : nd(rng) * mag;
+    uint8_t* row = w.bytes.data() + size_t(r) * w.row_bytes;
+    quant::quantize_row_ref(type, src.data(), row, k);
+    quant::dequantize_row_ref(type, row, w.ref.data() + r * k, k);
+  }
+  return w;
+}
 
 inline bool is_cuda(Backend& b) { return b.name().rfind("cuda", 0) == 0; }
 

@@ -42,30 +42,10 @@ using Out = cuda::MatvecFusion::Out;
 
 using test::DevBuf;
 
-// Random weights in `type` (rows row_bytes apart, padding filled with junk) and their reference
-// values from the scalar dequantizer.
-struct Weights {
-  int64_t n_rows, k;
-  size_t row_bytes;
-  std::vector<uint8_t> bytes;
-  std::vector<float> ref;
-};
+using Weights = test::RandomWeights;
 
 Weights make_weights(GgmlType type, int64_t n_rows, int64_t k, size_t pad, uint32_t seed) {
-  Weights w{n_rows, k, ggml_row_bytes(type, k) + pad, {}, {}};
-  w.bytes.assign(w.row_bytes * size_t(n_rows), 0x5A);
-  w.ref.resize(size_t(n_rows * k));
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> src(static_cast<size_t>(k));
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const float mag = std::ldexp(1.0f, int(rng() % 7) - 3);
-    for (auto& v : src) v = nd(rng) * mag;
-    uint8_t* row = w.bytes.data() + size_t(r) * w.row_bytes;
-    quant::quantize_row_ref(type, src.data(), row, k);
-    quant::dequantize_row_ref(type, row, w.ref.data() + r * k, k);
-  }
-  return w;
+  return test::random_weights(type, n_rows, k, pad, seed, {3, false, 0x5A});
 }
 
 // One activation row as the kernel quantizes it.

@@ -29,32 +29,10 @@ const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlT
 
 using test::DevBuf;
 
-// A random weight matrix in `type`, rows row_bytes apart (row_bytes may exceed the data: padding
-// filled with junk the kernels must not read as weights), and its reference f32 values.
-struct Weights {
-  GgmlType type;
-  int64_t n_rows, k;
-  size_t row_bytes;
-  std::vector<uint8_t> bytes;
-  std::vector<float> ref;  // n_rows x k, from dequantize_row_ref
-};
+using Weights = test::RandomWeights;
 
 Weights make_weights(GgmlType type, int64_t n_rows, int64_t k, size_t pad, uint32_t seed) {
-  Weights w{type, n_rows, k, ggml_row_bytes(type, k) + pad, {}, {}};
-  w.bytes.assign(w.row_bytes * size_t(n_rows), 0xA5);
-  w.ref.resize(size_t(n_rows * k));
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> src(static_cast<size_t>(k));
-  for (int64_t r = 0; r < n_rows; ++r) {
-    // Rows of different magnitudes and offsets, so scales, mins and f16 ranges vary.
-    const float mag = std::ldexp(1.0f, int(rng() % 9) - 4), shift = (r % 3 == 0) ? 0.5f * mag : 0.0f;
-    for (auto& v : src) v = nd(rng) * mag + shift;
-    uint8_t* row = w.bytes.data() + size_t(r) * w.row_bytes;
-    quant::quantize_row_ref(type, src.data(), row, k);
-    quant::dequantize_row_ref(type, row, w.ref.data() + r * k, k);
-  }
-  return w;
+  return test::random_weights(type, n_rows, k, pad, seed, {4, true, 0xA5});
 }
 
 bool is_poison_f32(float v) {
