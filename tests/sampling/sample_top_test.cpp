@@ -31,6 +31,15 @@ void top_of(const std::vector<float>& row, int32_t n, std::vector<float>& values
   }
 }
 
+// Parameters whose candidates are exactly the top k (no top-p or min-p cut).
+SamplingParams top_k_only(int32_t k) {
+  SamplingParams p;
+  p.top_k = k;
+  p.top_p = 1.f;
+  p.min_p = 0.f;
+  return p;
+}
+
 struct Config {
   std::string name;
   SamplingParams params;
@@ -157,10 +166,7 @@ TEST(SampleTop, CandidatesNeeded) {
 // Token 0 is the largest logit but its bias drops it to third place: top-2 are tokens 1 and 2, and
 // the third-largest raw logit had to be read to know that.
 TEST(SampleTop, BiasPullsATokenFromBelowTheTopK) {
-  SamplingParams p;
-  p.top_k = 2;
-  p.top_p = 1.f;
-  p.min_p = 0.f;
+  SamplingParams p = top_k_only(2);
   p.seed = 3;
   p.logit_bias = {{0, -5.f}};
   Sampler s(p);
@@ -198,10 +204,7 @@ TEST(SampleTop, AllBannedAsksForTheFullRow) {
 
 // Slots past a row's non-NaN values (id -1) are not candidates.
 TEST(SampleTop, SkipsEmptySlots) {
-  SamplingParams p;
-  p.top_k = 4;
-  p.top_p = 1.f;
-  p.min_p = 0.f;
+  SamplingParams p = top_k_only(4);
   Sampler s(p);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> values = {2, 1, nan, nan};
@@ -216,10 +219,7 @@ TEST(SampleTop, SkipsEmptySlots) {
 // The full row's top-k keeps the smaller ids on ties (the order top_k_rows uses), whatever the
 // position of the tie.
 TEST(SampleTop, FullRowTiesKeepTheSmallerIds) {
-  SamplingParams p;
-  p.top_k = 3;
-  p.top_p = 1.f;
-  p.min_p = 0.f;
+  SamplingParams p = top_k_only(3);
   Sampler s(p);
   std::vector<float> row(500, 1.f);
   row[400] = 2.f;
