@@ -42,13 +42,8 @@ const char* kernel_name(Kernel k) { return k == Kernel::Tf32 ? "tf32x3" : k == K
 int main(int argc, char** argv) {
   using namespace cera::cuda;
   const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 20;
-  int n_dev = 0;
-  if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
-    std::fprintf(stderr, "no CUDA device\n");
-    return 0;
-  }
   cudaDeviceProp prop{};
-  CHECK(cudaGetDeviceProperties(&prop, 0));
+  if (!first_cuda_device(prop)) return 0;
   std::printf("%s, %d SMs; prompt 4096, KV blocks of 32; %d reps; ms per attention layer\n", prop.name,
               prop.multiProcessorCount, reps);
   std::printf("%-22s %-10s %-7s %9s %8s %10s %9s\n", "shape", "steps", "kernel", "ms", "TFLOP/s", "vs tf32x3",

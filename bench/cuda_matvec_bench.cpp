@@ -169,13 +169,8 @@ int main(int argc, char** argv) {
   const int nx = argc > 1 ? std::atoi(argv[1]) : 1;
   const int reps = argc > 2 ? std::atoi(argv[2]) : 200;
   const std::string only = argc > 3 ? argv[3] : "";  // "fast" or "norm": only that table
-  int n_dev = 0;
-  if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
-    std::fprintf(stderr, "no CUDA device\n");
-    return 0;
-  }
   cudaDeviceProp prop{};
-  CHECK(cudaGetDeviceProperties(&prop, 0));
+  if (!first_cuda_device(prop)) return 0;
   std::printf("%s, %d SMs, L2 %d MB; n_x_rows=%d, %d reps; GB/s = weight bytes / time\n", prop.name,
               prop.multiProcessorCount, prop.l2CacheSize >> 20, nx, reps);
   std::printf("%-6s %-13s %10s %10s %8s %7s\n", "type", "shape", "MB", "us", "GB/s", "of 4TB/s");
@@ -212,27 +207,10 @@ int main(int argc, char** argv) {
     for (const auto& s : shapes) {
       const size_t row_bytes = cera::ggml_row_bytes(t, s.k);
       const size_t bytes = row_bytes * size_t(s.n_rows);
-      std::vector<uint8_t> qrow(row_bytes), host(bytes);
-      cera::quant::quantize_row_ref(t, row.data(), qrow.data(), s.k);
-      for (int64_t r = 0; r < s.n_rows; ++r) std::copy(qrow.begin(), qrow.end(), host.begin() + r * row_bytes);
-      // Enough copies to exceed the L2 several times over.
-      const int copies = int(std::max<size_t>(2, (size_t(512) << 20) / bytes + 1));
-      std::vector<void*> bufs(static_cast<size_t>(copies));
-      for (auto& b : bufs) {
-        CHECK(cudaMalloc(&b, bytes));
-        if (&b == &bufs[0]) CHECK(cudaMemcpy(b, host.data(), bytes, cudaMemcpyHostToDevice));
-        else CHECK(cudaMemcpy(b, bufs[0], bytes, cudaMemcpyDeviceToDevice));
-      }
-      for (int i = 0; i < copies; ++i)  // warm-up
-        cera::cuda::matvec(t, bufs[size_t(i)], s.n_rows, s.k, row_bytes, dx, s.k, nx, dy, s.n_rows, nullptr);
-      CHECK(cudaEventRecord(e0));
-      for (int i = 0; i < reps; ++i)
-        cera::cuda::matvec(t, bufs[size_t(i % copies)], s.n_rows, s.k, row_bytes, dx, s.k, nx, dy, s.n_rows, nullptr);
-      CHECK(cudaEventRecord(e1));
-      CHECK(cudaEventSynchronize(e1));
-      float ms = 0;
-      CHECK(cudaEventElapsedTime(&ms, e0, e1));
-      const double sec = double(ms) / 1e3 / reps;
+      const std::vector<void*> bufs = make_copies(t, s.n_rows, s.k, row);
+      const double sec = time_calls(bufs, reps, e0, e1, [&](void* w) {
+        cera::cuda::matvec(t, w, s.n_rows, s.k, row_bytes, dx, s.k, nx, dy, s.n_rows, nullptr);
+      });
       const double gbs = double(bytes) / sec / 1e9;
       char shape[32];
       std::snprintf(shape, sizeof shape, "%lldx%lld", (long long)s.n_rows, (long long)s.k);
