@@ -585,8 +585,7 @@ class CudaBackend final : public Backend {
     if (p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0)
       throw Error(ErrorCode::Unsupported, "attention needs n_head to be a multiple of n_head_kv");
     const cuda::AttentionShape sh{p.n_head, p.n_head_kv, p.head_dim, p.scale};
-    if (decode_ && mode_ == Mode::Eager &&
-        partial_.ensure(sizeof(float) * size_t(n_tokens_) * p.n_head * cuda::kDecodeSplits * (p.head_dim + 2)))
+    if (decode_ && mode_ == Mode::Eager && partial_.ensure(sizeof(float) * cuda::attention_decode_partials(n_tokens_, sh)))
       invalidate_graphs();  // captured steps read the old buffer
     if (!begin_op("attention")) return;
     const cuda::KvLayer kv = kv_layer(layer);
@@ -616,7 +615,7 @@ class CudaBackend final : public Backend {
     // Looked up / grown before begin_op: tables and scratch are set up on a step's eager run.
     const cuda::RopeArgs r{rope.n_rot > 0 ? rope_table(rope) : nullptr, rope.n_rot, rope.neox};
     if (mode_ == Mode::Eager) {
-      bool moved = partial_.ensure(sizeof(float) * size_t(n_tokens_) * p.n_head * cuda::kDecodeSplits * (p.head_dim + 2));
+      bool moved = partial_.ensure(sizeof(float) * cuda::attention_decode_partials(n_tokens_, sh));
       if (counters_.ensure(sizeof(unsigned) * cuda::attention_decode_counters(n_tokens_, sh))) {
         CERA_CUDA_CHECK(cudaMemsetAsync(counters_.get(), 0, counters_.bytes(), stream_));  // the kernel keeps them 0
         moved = true;

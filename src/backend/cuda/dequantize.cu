@@ -11,6 +11,7 @@
 #include "backend/cuda/pdl.h"
 #include "backend/cuda/dequant_block.cuh"
 #include "backend/cuda/quant_kernels.h"
+#include "backend/cuda/store_as.cuh"
 #include "cera/error.h"
 
 namespace cera::cuda {
@@ -22,13 +23,6 @@ using detail::kIsFloat;
 
 constexpr int kThreads = 256;
 
-template <class O>
-__device__ __forceinline__ O to_out(float v) {
-  if constexpr (std::is_same_v<O, float>) return v;
-  else if constexpr (std::is_same_v<O, __half>) return __float2half_rn(v);
-  else return __float2bfloat16_rn(v);
-}
-
 // Eight outputs: one 16-byte store for 16-bit types, two for f32, when aligned.
 template <class O>
 __device__ __forceinline__ void store8(O* out, const float v[8], bool vec) {
@@ -39,12 +33,12 @@ __device__ __forceinline__ void store8(O* out, const float v[8], bool vec) {
     } else {
       O h[8];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) h[j] = to_out<O>(v[j]);
+      for (int j = 0; j < 8; ++j) h[j] = store_as<O>(v[j]);
       *reinterpret_cast<uint4*>(out) = *reinterpret_cast<const uint4*>(h);
     }
   } else {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) out[j] = to_out<O>(v[j]);
+    for (int j = 0; j < 8; ++j) out[j] = store_as<O>(v[j]);
   }
 }
 
@@ -61,7 +55,7 @@ __global__ void __launch_bounds__(kThreads)
   O* dst = out + n * out_stride;
   if constexpr (kIsFloat<T>) {
     for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < k; i += int64_t(gridDim.x) * kThreads)
-      dst[i] = to_out<O>(detail::float_elem<T>(src, i));
+      dst[i] = store_as<O>(detail::float_elem<T>(src, i));
   } else {
     using B = Block<T>;
     constexpr int kParts = B::kElems / 8;

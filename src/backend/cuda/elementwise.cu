@@ -2,11 +2,11 @@
 // 16-bit activation copies the GEMM path needs. Arithmetic mirrors backend/cpu/elementwise.cpp
 // (sums of squares in double, separate multiply and divide) so the two backends agree closely.
 #include <cstdint>
-#include <type_traits>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/pdl.h"
 #include "backend/cuda/ops.h"
+#include "backend/cuda/store_as.cuh"
 
 namespace cera::cuda {
 namespace {
@@ -120,15 +120,6 @@ __global__ void add_bias_kernel(float* x, int64_t xs, const float* b, int32_t ro
   const int32_t c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= cols) return;
   for (int32_t r = blockIdx.y; r < rows; r += gridDim.y) x[int64_t(r) * xs + c] += b[c];
-}
-
-// A value stored as the output type: f32 as is; f16 / bf16 rounded to nearest, exactly as
-// convert_kernel rounds (so a fused "op, then 16-bit copy" equals the two steps bit for bit).
-template <typename T>
-__device__ __forceinline__ T store_as(float v) {
-  if constexpr (std::is_same_v<T, float>) return v;
-  else if constexpr (std::is_same_v<T, __half>) return __float2half_rn(v);
-  else return __float2bfloat16_rn(v);
 }
 
 template <typename T>
@@ -257,11 +248,7 @@ __global__ void convert_kernel(const float* x, int64_t xs, int32_t rows, int32_t
   const int32_t c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= cols) return;
   for (int32_t r = blockIdx.y; r < rows; r += gridDim.y) {
-    const float v = x[int64_t(r) * xs + c];
-    if constexpr (sizeof(T) == 2 && std::is_same_v<T, __half>)
-      out[int64_t(r) * cols + c] = __float2half_rn(v);
-    else
-      out[int64_t(r) * cols + c] = __float2bfloat16_rn(v);
+    out[int64_t(r) * cols + c] = store_as<T>(x[int64_t(r) * xs + c]);
   }
 }
 

@@ -90,8 +90,11 @@ bool attention_prefill_f16_supported(int32_t head_dim);
 void attention_prefill_f16(const KvLayer& kv, const StepView& step, int32_t n_tiles, const float* q, int64_t q_stride,
                            float* out, int64_t out_stride, const AttentionShape& shape, cudaStream_t s);
 // Attention for steps where every sequence has one token (T == n_seqs): splits each sequence's keys
-// into n_splits ranges; `partial` holds T × n_head × n_splits × (head_dim + 2) floats.
+// into kDecodeSplits ranges; `partial` holds attention_decode_partials(T, shape) floats.
 inline constexpr int32_t kDecodeSplits = 16;
+inline size_t attention_decode_partials(int32_t n_tokens, const AttentionShape& shape) {
+  return size_t(n_tokens) * size_t(shape.n_head) * kDecodeSplits * size_t(shape.head_dim + 2);
+}
 void attention_decode(const KvLayer& kv, const StepView& step, int32_t n_tokens, const float* q, int64_t q_stride,
                       float* out, int64_t out_stride, const AttentionShape& shape, float* partial, cudaStream_t s);
 // The decode step's attention layer in one launch: per-head q/k RMSNorm (where the weights are
