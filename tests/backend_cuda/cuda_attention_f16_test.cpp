@@ -30,11 +30,6 @@ struct Shape {
   int32_t n_head, n_head_kv, head_dim;
 };
 
-struct SeqState {
-  int32_t n_tokens, n_past;
-  std::vector<int32_t> blocks;
-};
-
 // Bound on ‖O_gpu − O_cpu‖ / ‖O_cpu‖ for the f16 kernel. The kernel rounds Q·scale, K, V and P to
 // f16 (11-bit significand: relative error ≤ u = 2⁻¹¹ ≈ 4.9e-4 each) and does everything else in f32
 // (whose 2⁻²⁴ is negligible here). So
@@ -91,7 +86,7 @@ std::vector<double> run_steps(const Shape& sh, const char* kernel) {
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), std::mt19937(11));
   auto take = [&](int32_t from, int32_t n) { return std::vector<int32_t>(perm.begin() + from, perm.begin() + from + n); };
-  std::vector<std::vector<SeqState>> steps = {
+  std::vector<std::vector<test::Seq>> steps = {
       {{300, 0, take(0, 22)}, {45, 0, take(22, 3)}, {1, 0, take(25, 1)}},
       {{37, 300, take(0, 22)}, {2, 45, take(22, 3)}, {1, 1, take(25, 1)}, {33, 0, take(26, 3)}},
   };
@@ -100,20 +95,7 @@ std::vector<double> run_steps(const Shape& sh, const char* kernel) {
   for (const auto& seqs : steps) {
     std::vector<int32_t> tokens, positions, out_rows;
     std::vector<StepSequence> ss;
-    for (const auto& s : seqs) {
-      StepSequence x;
-      x.first_token = int32_t(tokens.size());
-      x.n_tokens = s.n_tokens;
-      x.n_past = s.n_past;
-      x.kv_blocks = s.blocks;
-      ss.push_back(x);
-      for (int32_t t = 0; t < s.n_tokens; ++t) {
-        out_rows.push_back(int32_t(tokens.size()));
-        tokens.push_back(int32_t(tokens.size()) % 7);
-        positions.push_back(s.n_past + t);
-      }
-    }
-    const StepInputs in{tokens, positions, ss, out_rows};
+    const StepInputs in = test::make_step(seqs, tokens, positions, ss, out_rows);
     const int64_t T = int64_t(tokens.size());
     EXPECT_LE(T, kMaxTokens);
     const auto q = random_floats(size_t(T * qd), seed++, -2, 2);

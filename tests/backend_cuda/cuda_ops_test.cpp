@@ -62,35 +62,8 @@ struct Both {
   double diff(const Pair& p) { return rel_diff(read(*gpu, p.g), read(*cpu, p.c)); }
 };
 
-// One sequence of a test step: its tokens, past length and block table.
-struct Seq {
-  int32_t n_tokens, n_past;
-  std::vector<int32_t> blocks;
-  int32_t slot;
-};
-
-StepInputs make_step(const std::vector<Seq>& seqs, std::vector<int32_t>& tokens, std::vector<int32_t>& positions,
-                     std::vector<StepSequence>& ss, std::vector<int32_t>& out_rows) {
-  tokens.clear();
-  positions.clear();
-  ss.clear();
-  out_rows.clear();
-  for (const auto& s : seqs) {
-    StepSequence x;
-    x.first_token = int32_t(tokens.size());
-    x.n_tokens = s.n_tokens;
-    x.n_past = s.n_past;
-    x.conv_slot = s.slot;
-    x.kv_blocks = s.blocks;
-    ss.push_back(x);
-    for (int32_t t = 0; t < s.n_tokens; ++t) {
-      out_rows.push_back(int32_t(tokens.size()));
-      tokens.push_back(int32_t(tokens.size()) % 7);
-      positions.push_back(s.n_past + t);
-    }
-  }
-  return {tokens, positions, ss, out_rows};
-}
+using test::make_step;
+using test::Seq;
 
 // The fused ops (rms_norm_matmul, rms_norm_swiglu, matmul_add, ffn_swiglu) against their plain-op definitions
 // (Backend's defaults) run on the same CUDA backend: the same weight kernels either way, so the only

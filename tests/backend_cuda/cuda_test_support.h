@@ -103,6 +103,38 @@ inline RandomWeights random_weights(GgmlType type, int64_t n_rows, int64_t k, si
   return w;
 }
 
+// One sequence of a test step: its tokens, past length and block table.
+struct Seq {
+  int32_t n_tokens, n_past;
+  std::vector<int32_t> blocks;
+  int32_t slot = -1;  // conv-state slot, -1: none
+};
+
+// A step of these sequences (token ids arbitrary, positions n_past.., every row an output row);
+// the vectors hold what the returned StepInputs points to.
+inline StepInputs make_step(const std::vector<Seq>& seqs, std::vector<int32_t>& tokens, std::vector<int32_t>& positions,
+                     std::vector<StepSequence>& ss, std::vector<int32_t>& out_rows) {
+  tokens.clear();
+  positions.clear();
+  ss.clear();
+  out_rows.clear();
+  for (const auto& s : seqs) {
+    StepSequence x;
+    x.first_token = int32_t(tokens.size());
+    x.n_tokens = s.n_tokens;
+    x.n_past = s.n_past;
+    x.conv_slot = s.slot;
+    x.kv_blocks = s.blocks;
+    ss.push_back(x);
+    for (int32_t t = 0; t < s.n_tokens; ++t) {
+      out_rows.push_back(int32_t(tokens.size()));
+      tokens.push_back(int32_t(tokens.size()) % 7);
+      positions.push_back(s.n_past + t);
+    }
+  }
+  return {tokens, positions, ss, out_rows};
+}
+
 inline bool is_cuda(Backend& b) { return b.name().rfind("cuda", 0) == 0; }
 
 inline void write(Backend& b, const Tensor& t, const std::vector<float>& host) {
