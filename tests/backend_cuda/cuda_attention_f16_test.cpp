@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -82,9 +81,7 @@ std::vector<double> run_steps(const Shape& sh, const char* kernel) {
 
   // Scattered, interleaved blocks. Sequence 0: a 300-token prompt, then 37 more; sequence 1: 45, then
   // 2 more; sequence 2: 1, then 1 more; sequence 3 joins in step 1 with a 33-token prompt.
-  std::vector<int32_t> perm(kBlocks);
-  std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), std::mt19937(11));
+  const std::vector<int32_t> perm = test::shuffled_blocks(kBlocks, 11);
   auto take = [&](int32_t from, int32_t n) { return std::vector<int32_t>(perm.begin() + from, perm.begin() + from + n); };
   std::vector<std::vector<test::Seq>> steps = {
       {{300, 0, take(0, 22)}, {45, 0, take(22, 3)}, {1, 0, take(25, 1)}},

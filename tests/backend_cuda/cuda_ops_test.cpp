@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
-#include <numeric>
 #include <ostream>
 #include <string>
 #include <tuple>
@@ -313,13 +312,6 @@ struct AttentionRig {
   }
 };
 
-// The 64 block ids of a pool in a random order (sequences' blocks scattered and interleaved).
-std::vector<int32_t> shuffled_blocks(uint32_t seed) {
-  std::vector<int32_t> perm(64);
-  std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), std::mt19937(seed));
-  return perm;
-}
 
 // Three sequences of 5, 70 and 1 prompt tokens on the first ten blocks of perm.
 std::vector<Seq> three_prompts(const std::vector<int32_t>& perm) {
@@ -337,7 +329,7 @@ TEST_P(CudaAttention, PagedPrefillThenDecodeMatchCpu) {
   const test::ScopedEnv env = attention_kernel_env(std::get<1>(GetParam()));
   AttentionRig rig(sh, 2, 64, 80);
   Both& b = rig.b;
-  const std::vector<int32_t> perm = shuffled_blocks(7);
+  const std::vector<int32_t> perm = test::shuffled_blocks(64, 7);
   std::vector<Seq> seqs = three_prompts(perm);
   auto [qnorm, knorm] = rig.head_norms(11);
   uint32_t seed = 100;
@@ -394,7 +386,7 @@ TEST_P(CudaAttention, FusedDecodeLayerMatchesCpu) {
   const test::ScopedEnv env = attention_kernel_env(std::get<1>(GetParam()));
   AttentionRig rig(sh, 2, 64, 80);
   Both& b = rig.b;
-  const std::vector<int32_t> perm = shuffled_blocks(11);
+  const std::vector<int32_t> perm = test::shuffled_blocks(64, 11);
   std::vector<Seq> seqs = three_prompts(perm);
   auto [qnorm, knorm] = rig.head_norms(21);
   uint32_t seed = 300;
@@ -430,9 +422,7 @@ TEST_P(CudaAttention, LongPromptMatchesCpu) {
   const test::ScopedEnv env = attention_kernel_env(std::get<1>(GetParam()));
   AttentionRig rig(sh, 1, 32, 345);
   Both& b = rig.b;
-  std::vector<int32_t> perm(32);
-  std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), std::mt19937(3));
+  const std::vector<int32_t> perm = test::shuffled_blocks(32, 3);
   std::vector<Seq> seqs = {{300, 0, std::vector<int32_t>(perm.begin(), perm.begin() + 22), -1},
                            {45, 0, std::vector<int32_t>(perm.begin() + 22, perm.begin() + 26), -1}};
   uint32_t seed = 500;

@@ -5,9 +5,11 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <string>
@@ -109,6 +111,14 @@ struct Seq {
   std::vector<int32_t> blocks;
   int32_t slot = -1;  // conv-state slot, -1: none
 };
+
+// The n block ids of a KV pool in a random order (sequences' blocks scattered and interleaved).
+inline std::vector<int32_t> shuffled_blocks(int32_t n, uint32_t seed) {
+  std::vector<int32_t> perm(static_cast<size_t>(n));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937(seed));
+  return perm;
+}
 
 // A step of these sequences (token ids arbitrary, positions n_past.., every row an output row);
 // the vectors hold what the returned StepInputs points to.
