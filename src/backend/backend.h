@@ -224,6 +224,16 @@ class Backend {
     if (q_norm || k_norm || rope.n_rot > 0) qk_norm_rope(q, k, q_norm, k_norm, eps, attn, rope);
     attention(kv_layer, q, k, v, out, attn);
   }
+  // LFM2's conv mixer up to its output projection: bcx = (rms_norm(x) ⊙ norm_w) · in_projᵀ, then
+  // out = short_conv(bcx) with the layer's conv state rolled forward. `normed` [T, cols(x)] and
+  // `bcx` [T, 3D] are scratch (CUDA decode computes each channel's B, C, X and its convolution in
+  // one block of the product and writes neither).
+  virtual void rms_norm_matmul_short_conv(const Tensor& x, const Tensor& norm_w, float eps, Tensor normed,
+                                          const Tensor& in_proj, Tensor bcx, int32_t conv_layer,
+                                          const Tensor& conv_w, Tensor out) {
+    rms_norm_matmul(x, norm_w, eps, normed, {&in_proj, 1}, {&bcx, 1});
+    short_conv(conv_layer, bcx, conv_w, out);
+  }
   // x += s · (a · wᵀ): a residual branch's output projection. `product` [T, rows(w)] is scratch.
   virtual void matmul_add(const Tensor& a, const Tensor& w, float s, Tensor product, Tensor x) {
     matmul(a, w, product);

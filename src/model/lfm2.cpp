@@ -133,9 +133,8 @@ class Lfm2Model final : public Model {
       const Layer& L = layers_[i];
       if (L.is_conv) {
         Tensor bcx = bcx_.first_rows(T);
-        be.rms_norm_matmul(x, L.attn_norm, eps, h, {&L.in_proj, 1}, {&bcx, 1});
         Tensor y = attn_.first_rows(T).cols_slice(0, D);
-        be.short_conv(L.state_index, bcx, L.conv, y);
+        be.rms_norm_matmul_short_conv(x, L.attn_norm, eps, h, L.in_proj, bcx, L.state_index, L.conv, y);
         be.matmul_add(y, L.out_proj, 1.f, o, x);
       } else {
         ap.n_head_kv = hp_.n_head_kv[i];

@@ -494,5 +494,96 @@ TEST(CudaOps, ShortConvOverSequencesAndStepsMatchesCpu) {
   }
 }
 
+// LFM2's conv mixer input as one op (rms_norm_matmul_short_conv): CUDA decode folds the short
+// convolution into the in_proj matvec's epilogue (one block per channel: its B, C and X rows).
+// Checked against the op's definition (Backend's default: norm + product, then the conv kernel) on a
+// second CUDA backend, over prefill, decode steps of 1 and 2 sequences (the fused epilogue), a step
+// of 3 (the GEMM path) and a sequence joining mid-way, so a wrong row triplet, a misread state slot
+// or a state not rolled forward shows up in the following steps' outputs. The same weight kernels
+// either way: only the norm's rounding may differ (as in CudaFused). With F32 weights against the
+// CPU backend too.
+using ConvFusedCase = std::tuple<GgmlType, bool>;
+class CudaShortConvFused : public ::testing::TestWithParam<ConvFusedCase> {};
+
+TEST_P(CudaShortConvFused, InProjWithConvEpilogueMatchesPlainOps) {
+  CERA_REQUIRE_CUDA();
+  const auto [type, fold] = GetParam();
+  const int64_t D = 512;
+  const int32_t Lk = 3;
+  CudaBackendOptions o;
+  o.use_graphs = false;
+  o.fold_norm = fold ? CudaBackendOptions::NormFold::Always : CudaBackendOptions::NormFold::Never;
+  auto fused = make_cuda_backend(o), plain = make_cuda_backend(o);
+  auto cpu = make_cpu_backend({2});
+  std::deque<std::vector<uint8_t>> kept;  // weights used in place by the CPU backend
+  const auto in_data = random_floats(size_t(3 * D * D), 31, -0.1f, 0.1f);
+  const auto conv_data = random_floats(size_t(D * Lk), 32, -1.f, 1.f);
+  const auto norm_data = random_floats(size_t(D), 33, 0.5f, 1.5f);
+  struct Net {
+    Backend* be = nullptr;
+    Tensor in_proj, conv, norm, x, h, bcx, y;
+  };
+  StateLayout layout;
+  layout.n_conv_layers = 2;
+  layout.conv_state_dim = (Lk - 1) * D;
+  layout.n_conv_slots = 4;
+  auto make = [&](Backend& be) {
+    Net n;
+    n.be = &be;
+    const size_t row_bytes = ggml_row_bytes(type, D);
+    std::vector<uint8_t>& bytes = kept.emplace_back(row_bytes * size_t(3 * D));
+    for (int64_t r = 0; r < 3 * D; ++r)
+      quant::quantize_row_ref(type, in_data.data() + r * D, bytes.data() + r * row_bytes, D);
+    n.in_proj = be.upload_weight(type, 3 * D, D, bytes.data());
+    n.conv = be.upload_weight(GgmlType::F32, D, Lk, conv_data.data());  // outlives the backends
+    n.norm = be.alloc(1, D);
+    write(be, n.norm, norm_data);
+    n.x = be.alloc(16, D), n.h = be.alloc(16, D), n.bcx = be.alloc(16, 3 * D), n.y = be.alloc(16, D);
+    be.configure_state(layout);
+    for (int s = 0; s < layout.n_conv_slots; ++s) be.clear_conv_slot(s);
+    return n;
+  };
+  Net f = make(*fused), p = make(*plain), c = make(*cpu);
+  // Prefill of two sequences, decode of both, one joins (3 rows: the GEMM path), the new one alone.
+  std::vector<std::vector<Seq>> steps = {
+      {{5, 0, {}, 2}, {3, 0, {}, 0}},
+      {{1, 5, {}, 2}},
+      {{1, 6, {}, 2}, {1, 3, {}, 0}},
+      {{1, 7, {}, 2}, {1, 4, {}, 0}, {4, 0, {}, 3}},
+      {{1, 4, {}, 3}},
+      {{1, 8, {}, 2}, {1, 5, {}, 3}},
+  };
+  for (size_t i = 0; i < steps.size(); ++i) {
+    std::vector<int32_t> tokens, positions, rows;
+    std::vector<StepSequence> ss;
+    const StepInputs in = make_step(steps[i], tokens, positions, ss, rows);
+    const int64_t T = int64_t(tokens.size());
+    const auto xs = random_floats(size_t(T * D), 40 + uint32_t(i), -2.f, 2.f);
+    auto run = [&](Net& n, bool use_fused) {
+      n.be->set_step(in);
+      Tensor x = n.x.first_rows(T), h = n.h.first_rows(T), bcx = n.bcx.first_rows(T), y = n.y.first_rows(T);
+      write(*n.be, x, xs);
+      if (use_fused) n.be->rms_norm_matmul_short_conv(x, n.norm, 1e-5f, h, n.in_proj, bcx, 1, n.conv, y);
+      else n.be->Backend::rms_norm_matmul_short_conv(x, n.norm, 1e-5f, h, n.in_proj, bcx, 1, n.conv, y);
+      return read(*n.be, y);
+    };
+    const auto yf = run(f, true), yp = run(p, false);
+    EXPECT_LE(rel_diff(yf, yp), 2e-6) << "step " << i << " (" << T << " rows)";
+    if (type == GgmlType::F32) {
+      const auto yc = run(c, false);
+      EXPECT_LE(rel_diff(yf, yc), 1e-5) << "step " << i << " vs CPU";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, CudaShortConvFused,
+                         ::testing::Combine(::testing::Values(GgmlType::F32, GgmlType::BF16, GgmlType::Q4_0,
+                                                              GgmlType::Q6_K),
+                                            ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::string(ggml_type_name(std::get<0>(info.param))) +
+                                  (std::get<1>(info.param) ? "_norm_in_matvec" : "");
+                         });
+
 }  // namespace
 }  // namespace cera

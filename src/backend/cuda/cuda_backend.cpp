@@ -631,13 +631,36 @@ class CudaBackend final : public Backend {
 
   void short_conv(int32_t layer, const Tensor& bcx, const Tensor& w, Tensor out) override {
     if (!begin_op("short_conv")) return;
-    float* state = conv_.as<float>() + size_t(layer) * layout_.n_conv_slots * layout_.conv_state_dim;
+    float* state = conv_state(layer);
     if (decode_)
       cuda::short_conv_decode(view_, bcx.f32(), stride(bcx), w.f32(), int32_t(w.cols), state, out.f32(), stride(out),
                               n_tokens_, int32_t(out.cols), stream_);
     else
       cuda::short_conv(view_, n_seqs_, bcx.f32(), stride(bcx), w.f32(), int32_t(w.cols), state, out.f32(),
                        stride(out), n_tokens_, int32_t(out.cols), stream_);
+  }
+
+  // Decode: in_proj's matvec computes each channel's B, C and X in one block and convolves them in
+  // its epilogue (Out::ShortConv), one launch instead of two.
+  void rms_norm_matmul_short_conv(const Tensor& x, const Tensor& norm_w, float eps, Tensor normed, const Tensor& in_proj,
+                                  Tensor bcx, int32_t layer, const Tensor& conv_w, Tensor out) override {
+    if (!decode_ || x.rows > cuda::kMaxShortConvMatvecRows || !options_.fuse || !options_.fuse_conv ||
+        !cuda::matvec_short_conv_supported(in_proj.type, in_proj.data, in_proj.row_bytes, in_proj.cols, int32_t(conv_w.cols)))
+      return Backend::rms_norm_matmul_short_conv(x, norm_w, eps, normed, in_proj, bcx, layer, conv_w, out);
+    cuda::MatvecFusion f;
+    f.out = cuda::MatvecFusion::Out::ShortConv;
+    f.conv = {view_.token_seq, view_.seqs, conv_w.f32(), int32_t(conv_w.cols), conv_state(layer)};
+    const Tensor* in = &x;
+    const bool fold = folds_norm({&in_proj, 1});
+    if (fold) {
+      f.norm_w = norm_w.f32();
+      f.norm_eps = eps;
+    } else {
+      rms_norm(x, norm_w, eps, normed);
+      in = &normed;
+    }
+    if (!begin_op(fold ? "matvec (+norm, short_conv)" : "matvec (+short_conv)")) return;
+    matvec(*in, in_proj, out, f);
   }
 
   void shift_kv(int32_t layer, std::span<const int32_t> blocks, int32_t first, int32_t count, int32_t delta,
@@ -701,7 +724,7 @@ class CudaBackend final : public Backend {
   }
 
   void matvec(const Tensor& x, const Tensor& w, const Tensor& y, cuda::MatvecFusion f) {
-    f.prefetch = options_.prefetch;
+    f.early_weights = options_.early_weights;
     cuda::matvec(w.type, w.data, w.rows, w.cols, w.row_bytes, x.f32(), stride(x), rows(x), y.f32(), stride(y),
                  stream_, f);
   }
@@ -725,6 +748,11 @@ class CudaBackend final : public Backend {
     for (const Tensor& w : ws)
       if (ggml_traits(w.type).block_elems != 1) return false;
     return true;
+  }
+
+  // The conv state slots of conv layer `layer`.
+  float* conv_state(int32_t layer) {
+    return conv_.as<float>() + size_t(layer) * layout_.n_conv_slots * layout_.conv_state_dim;
   }
 
   // Scratch may grow only outside a capture (a replay reuses what its eager run reserved).
@@ -920,8 +948,9 @@ std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options) {
   if (env_is("CERA_CUDA_FUSE", "0")) o.fuse = false;  // A/B: the plain ops instead of the fused ones
   if (env_is("CERA_CUDA_FUSE_NORM", "0")) o.fold_norm = CudaBackendOptions::NormFold::Never;
   if (env_is("CERA_CUDA_FUSE_NORM", "1")) o.fold_norm = CudaBackendOptions::NormFold::Always;
-  if (env_is("CERA_CUDA_PREFETCH", "1")) o.prefetch = true;
+  if (env_is("CERA_CUDA_EARLY_WEIGHTS", "0")) o.early_weights = false;
   if (env_is("CERA_CUDA_FUSE_ATTENTION", "0")) o.fuse_attention = false;
+  if (env_is("CERA_CUDA_FUSE_CONV", "0")) o.fuse_conv = false;
   return std::make_unique<CudaBackend>(o);
 }
 

@@ -24,7 +24,11 @@ struct CudaBackendOptions {
   // Decode attention layers in one launch: q/k norm + RoPE + K/V store + attention + split merge
   // (CERA_CUDA_FUSE_ATTENTION=0: the separate kernels).
   bool fuse_attention = true;
-  bool prefetch = false;   // matvec blocks prefetch weights to L2 before the PDL wait (CERA_CUDA_PREFETCH=1: on)
+  // Decode: LFM2's short convolution in the epilogue of its in_proj matvec (CERA_CUDA_FUSE_CONV=0:
+  // the separate kernel).
+  bool fuse_conv = true;
+  // Matvec blocks request their first weights before the PDL wait (CERA_CUDA_EARLY_WEIGHTS=0: after).
+  bool early_weights = true;
 };
 
 // Empty when a CUDA device can be used; otherwise why not ("built without CUDA", "no CUDA driver", ...).

@@ -41,16 +41,23 @@ using detail::Chunk8;
 using detail::kIsFloat;
 
 constexpr int kMaxWarps = 8;
+// The short-conv epilogue: two channels per block (their B, C and X rows), so each x slice still
+// serves several rows; kernels of up to kMaxConvLen taps (LFM2: 3).
+constexpr int kConvRows = 6;
+constexpr int kMaxConvLen = 4;
 
 template <GgmlType T, int NX = 1>
 struct MatvecShape {
   static constexpr bool kFloat = kIsFloat<T>;
-  // Weight rows per block: each x slice a lane loads is reused for all of them. x (f32, read by
-  // every block) costs L1 bandwidth per weight byte in inverse proportion: 4 float rows measured
-  // 5-7 % faster than 2 on the H200's large products (BF16 2x8192x2048: 98.7 % of 4 TB/s); quant
-  // rows are bound by their decode arithmetic, where 8 rows measured no better than 4. Float rows
-  // for 5..8 rows of x stay at 2 (4 would spill registers).
-  static constexpr int kRows = kFloat && NX > 4 ? 2 : 4;
+  // Weight rows per block: each x slice a lane loads is reused for all of them, and a block keeps
+  // R rows' loads in flight per warp. x (f32, read by every block) costs L1 bandwidth per weight
+  // byte in inverse proportion. Float rows on the H200: 8 instead of 4 took the LFM2-1.2B BF16 decode
+  // products, replayed as one graph, from 760 to 671 µs (80 → 90 % of 4 TB/s;
+  // cera_bench_cuda_matvec chain), 4 instead of 2 gained 5-7 % before; with 3-4 rows of x they stay
+  // at 4 and with 5-8 at 2 (more would spill registers). Quant rows are bound by their decode
+  // arithmetic, where 8 rows measured no better than 4.
+  static constexpr int kRows = !kFloat ? 4 : NX <= 2 ? 8 : NX <= 4 ? 4 : 2;
+  static_assert(kRows != kConvRows, "the kernel tells the short-conv launch by its row count");
   static constexpr int kChunksPerLane = kFloat ? 1 : 2;  // 8-element chunks per lane per row per tile
   static constexpr int kTile = 256 * kChunksPerLane;     // elements of a row per warp step
 };
@@ -83,7 +90,8 @@ struct Fusion {
   float norm_eps;
   int out;               // MatvecFusion::Out
   float scale;
-  bool prefetch;
+  bool early_weights;
+  MatvecFusion::ShortConv conv;
 };
 
 // inv[t] = 1 / sqrt(mean(x[t]²) + eps) for the first n_valid of NX rows (all threads get it).
@@ -167,19 +175,22 @@ __device__ __forceinline__ void float_chunk(const uint4* raw, float w[8]) {
 
 // A block owns one row group, as small as possible, so the grid spreads the weight stream over
 // every SM from the first instruction. kNorm: the rms norm of x is folded in (see the top).
-template <GgmlType T, int NX, bool kNorm>
+// R: weight rows per block (MatvecShape::kRows; kConvRows with the short-conv epilogue, which needs
+// a channel's B, C and X rows together).
+template <GgmlType T, int NX, bool kNorm, int R>
 __global__ void __launch_bounds__(kMaxWarps * 32)
     matvec_kernel(const uint8_t* __restrict__ w, int64_t n_rows, int64_t k, size_t row_bytes,
                   const float* __restrict__ x, int64_t x_stride, bool x_vec, float* __restrict__ y,
                   int64_t y_stride, Fusion f) {
   using S = MatvecShape<T, NX>;
-  constexpr int R = S::kRows;
   extern __shared__ uint4 smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
   const bool glu = f.out == int(MatvecFusion::Out::SwiGLU);
-  const int64_t n_out = glu ? n_rows / 2 : n_rows;  // output columns
-  constexpr int kOutPerGroup = R;                   // SwiGLU: R/2 outputs from R rows
-  const int64_t per_group = glu ? kOutPerGroup / 2 : kOutPerGroup;
+  constexpr bool conv = R == kConvRows;  // launched for Out::ShortConv only
+  // W is `parts` stacked matrices whose row j combine into output j (gate and up; B, C and X).
+  const int parts = conv ? 3 : glu ? 2 : 1;
+  const int64_t n_out = n_rows / parts;  // output columns
+  const int per_group = R / parts;       // outputs per block
 
   // Shared memory: the warps' stages, the reduction, then (norm) the Σx² reduction.
   float* red = reinterpret_cast<float*>(smem) + size_t(n_warps) * R * stage_slot<T>() / sizeof(float);
@@ -197,25 +208,34 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
 
   {
     const int64_t group = blockIdx.x;  // the grid has exactly one block per row group
-    // The group's weight rows: R consecutive ones, or with SwiGLU R/2 gate rows and the matching up
-    // rows. A tail group repeats the last row (its results are not stored).
+    // The group's weight rows: per_group consecutive rows of each part (R consecutive ones when
+    // there is one part). A tail group repeats the last row (its results are not stored).
     const int64_t row0 = group * per_group;
     const uint8_t* rows[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      int64_t i = min(row0 + r, n_rows - 1);
-      if (glu) {
-        const int64_t F = n_rows / 2, j = min(row0 + (r % (R / 2)), F - 1);
-        i = r < R / 2 ? j : F + j;
-      }
-      rows[r] = w + size_t(i) * row_bytes;
+      const int64_t j = min(row0 + r % per_group, n_out - 1);
+      rows[r] = w + size_t((r / per_group) * n_out + j) * row_bytes;
     }
-    if constexpr (S::kFloat) {
-      if (f.prefetch && !waited)  // weights first: they do not depend on the previous kernel
+    // Short conv: thread (channel i, row t) loads its conv weights and its sequence's state now,
+    // before the PDL wait: no kernel of this step writes them (the step's metadata was copied before
+    // its first kernel; the state is this layer's, written only by this launch), and the chain of
+    // dependent loads (token → sequence → slot → state) would otherwise add to every block's tail.
+    float conv_w[kMaxConvLen], conv_st[kMaxConvLen];  // conv_st: the (len - 1) state entries
+    float* conv_slot = nullptr;
+    const int conv_i = threadIdx.x / NX, conv_t = threadIdx.x % NX;
+    const bool conv_thread = conv && threadIdx.x < per_group * NX && row0 + conv_i < n_out;
+    if (conv && conv_thread) {
+      const int64_t c = row0 + conv_i;
+      const int32_t n_state = f.conv.len - 1;
+      conv_slot = f.conv.state + int64_t(f.conv.seqs[f.conv.token_seq[conv_t]].conv_slot) * n_state * n_out + c;
 #pragma unroll
-        for (int r = 0; r < R; ++r) prefetch_l2(rows[r], size_t(k) * (T == GgmlType::F32 ? 4 : 2));
+      for (int j = 0; j < kMaxConvLen; ++j)
+        if (j < f.conv.len) conv_w[j] = f.conv.w[c * f.conv.len + j];
+#pragma unroll
+      for (int j = 0; j < kMaxConvLen - 1; ++j)
+        if (j < n_state) conv_st[j] = conv_slot[int64_t(j) * n_out];
     }
-
     float acc[R][NX];
 #pragma unroll
     for (int r = 0; r < R; ++r)
@@ -224,16 +244,14 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
 
     const int64_t n_tiles = (k + S::kTile - 1) / S::kTile;
     if constexpr (S::kFloat) {
-      wait_for_inputs();
       constexpr int kVecsPerChunk = T == GgmlType::F32 ? 2 : 1;
       constexpr int kElemBytes = T == GgmlType::F32 ? 4 : 2;
-      for (int64_t tile = warp; tile < n_tiles; tile += n_warps) {
-        const int64_t e_tile = tile * S::kTile;
-        // All of this tile's loads first, so they are in flight together.
-        uint4 raw[S::kChunksPerLane][R][kVecsPerChunk];
+      uint4 raw[S::kChunksPerLane][R][kVecsPerChunk];
+      // All of a tile's loads are issued together, so they are in flight at once.
+      auto fetch = [&](int64_t tile) {
 #pragma unroll
         for (int u = 0; u < S::kChunksPerLane; ++u) {
-          const int64_t e = e_tile + 8 * (lane + 32 * u);
+          const int64_t e = tile * S::kTile + 8 * (lane + 32 * u);
           if (e < k)
 #pragma unroll
             for (int r = 0; r < R; ++r)
@@ -241,6 +259,16 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
               for (int v = 0; v < kVecsPerChunk; ++v)
                 raw[u][r][v] = ld_stream(reinterpret_cast<const uint4*>(rows[r] + e * kElemBytes) + v);
         }
+      };
+      // The first tile's weights are requested before the PDL wait: with k ≤ 2048 that is all of
+      // the block's weights, so a block resident during the previous kernel's tail has its
+      // whole share in registers by the time x is ready.
+      if (!f.early_weights) wait_for_inputs();
+      if (warp < n_tiles) fetch(warp);
+      wait_for_inputs();
+      for (int64_t tile = warp; tile < n_tiles; tile += n_warps) {
+        if (tile != warp) fetch(tile);
+        const int64_t e_tile = tile * S::kTile;
 #pragma unroll
         for (int u = 0; u < S::kChunksPerLane; ++u) {
           const int64_t e = e_tile + 8 * (lane + 32 * u);
@@ -286,6 +314,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
       };
       // Software pipeline: the next tile's loads are in flight while this tile is decoded.
       uint4 raw[kLin];
+      if (!f.early_weights) wait_for_inputs();
       uint32_t valid = warp < n_tiles ? fetch(warp, raw) : 0;
       wait_for_inputs();
       for (int64_t tile = warp; tile < n_tiles; tile += n_warps) {
@@ -360,13 +389,30 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
       for (int i = 1; i < n_warps; ++i) s += red[i * R * NX + r * NX + t];
       return kNorm ? s * inv_rms(t) : s;
     };
-    if (glu) {
+    if (glu && !conv) {
       if (threadIdx.x < (R / 2) * NX) {
         const int r = threadIdx.x / NX, t = threadIdx.x % NX;
         if (row0 + r < n_out) {
           const float g = total(r, t), u = total(r + R / 2, t);
           y[t * y_stride + row0 + r] = g / (1.f + expf(-g)) * u;
         }
+      }
+    } else if (conv) {
+      // Thread (i, t) is the only reader and writer of its sequence's state for channel row0 + i.
+      // Arithmetic as conv_decode_kernel (short_conv.cu), no contraction.
+      if (conv_thread) {
+        const int i = conv_i, t = conv_t;
+        const int32_t n_state = f.conv.len - 1;
+        const float bx = __fmul_rn(total(i, t), total(i + 2 * per_group, t));
+        float a = 0.f;
+#pragma unroll
+        for (int j = 0; j < kMaxConvLen; ++j)
+          if (j < f.conv.len) a = __fadd_rn(a, __fmul_rn(conv_w[j], j < n_state ? conv_st[j] : bx));
+        y[t * y_stride + row0 + i] = __fmul_rn(total(i + per_group, t), a);
+#pragma unroll
+        for (int j = 0; j + 1 < kMaxConvLen; ++j)
+          if (j + 1 < n_state) conv_slot[int64_t(j) * n_out] = conv_st[j + 1];
+        if (n_state > 0) conv_slot[int64_t(n_state - 1) * n_out] = bx;
       }
     } else if (threadIdx.x < R * NX) {
       const int r = threadIdx.x / NX, t = threadIdx.x % NX;
@@ -424,16 +470,21 @@ __global__ void matvec_float_fallback_kernel(const uint8_t* __restrict__ w, int6
   }
 }
 
+// The vectorised kernel reads float rows 16 bytes at a time.
+bool float_rows_aligned(const void* w, size_t row_bytes, int64_t k) {
+  return reinterpret_cast<uintptr_t>(w) % 16 == 0 && row_bytes % 16 == 0 && k % 8 == 0;
+}
+
 int sm_count() { return current_device_attribute(cudaDevAttrMultiProcessorCount); }
 
-template <GgmlType T, int NX>
+template <GgmlType T, int NX, int R>
 void launch_nx(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const float* x, int64_t x_stride,
                float* y, int64_t y_stride, cudaStream_t stream, const Fusion& f) {
   using S = MatvecShape<T, NX>;
   const int64_t n_tiles = (k + S::kTile - 1) / S::kTile;
-  const bool glu = f.out == int(MatvecFusion::Out::SwiGLU);
-  const int64_t out_per_group = glu ? S::kRows / 2 : S::kRows;
-  const int64_t blocks = ((glu ? n_rows / 2 : n_rows) + out_per_group - 1) / out_per_group;
+  const int parts = f.out == int(MatvecFusion::Out::SwiGLU) ? 2 : f.out == int(MatvecFusion::Out::ShortConv) ? 3 : 1;
+  const int64_t out_per_group = R / parts;
+  const int64_t blocks = (n_rows / parts + out_per_group - 1) / out_per_group;
   int warps = int(std::clamp<int64_t>(n_tiles, 1, kMaxWarps));
   if (!S::kFloat) {
     // Quant rows pipeline their tiles, which pays only when a warp has several: split k over the
@@ -443,9 +494,9 @@ void launch_nx(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const
     while (wq < warps && blocks * wq < want) wq *= 2;
     warps = std::min(wq, warps);
   }
-  const size_t smem = size_t(warps) * (S::kRows * (NX * sizeof(float) + stage_slot<T>()) + NX * sizeof(float));
+  const size_t smem = size_t(warps) * (R * (NX * sizeof(float) + stage_slot<T>()) + NX * sizeof(float));
   const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && x_stride % 4 == 0;
-  auto kernel = f.norm_w ? matvec_kernel<T, NX, true> : matvec_kernel<T, NX, false>;
+  auto kernel = f.norm_w ? matvec_kernel<T, NX, true, R> : matvec_kernel<T, NX, false, R>;
   launch_pdl(kernel, dim3(unsigned(blocks)), dim3(unsigned(warps * 32)), smem, stream,
              static_cast<const uint8_t*>(w), n_rows, k, row_bytes, x, x_stride, x_vec, y, y_stride, f);
 }
@@ -454,8 +505,7 @@ template <GgmlType T>
 void launch(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const float* x, int64_t x_stride,
             int32_t n_x_rows, float* y, int64_t y_stride, cudaStream_t stream, const Fusion& f) {
   if constexpr (kIsFloat<T>) {
-    const bool aligned = reinterpret_cast<uintptr_t>(w) % 16 == 0 && row_bytes % 16 == 0 && k % 8 == 0;
-    if (!aligned) {
+    if (!float_rows_aligned(w, row_bytes, k)) {
       constexpr int kWarps = 4;
       const int64_t n_out = f.out == int(MatvecFusion::Out::SwiGLU) ? n_rows / 2 : n_rows;
       launch_pdl(matvec_float_fallback_kernel<T>, dim3(unsigned((n_out + kWarps - 1) / kWarps)), dim3(kWarps * 32), 0,
@@ -463,8 +513,13 @@ void launch(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const fl
       return;
     }
   }
+  if (f.out == int(MatvecFusion::Out::ShortConv)) {
+    static_assert(kMaxShortConvMatvecRows == 2);
+    if (n_x_rows == 1) return launch_nx<T, 1, kConvRows>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream, f);
+    return launch_nx<T, 2, kConvRows>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream, f);
+  }
 #define CERA_NX(N) \
-  case N: return launch_nx<T, N>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream, f);
+  case N: return launch_nx<T, N, MatvecShape<T, N>::kRows>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream, f);
   switch (n_x_rows) {
     CERA_NX(1)
     CERA_NX(2)
@@ -481,6 +536,11 @@ void launch(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const fl
 
 }  // namespace
 
+bool matvec_short_conv_supported(GgmlType type, const void* w, size_t row_bytes, int64_t k, int32_t conv_len) {
+  const bool is_float = type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16;
+  return conv_len >= 1 && conv_len <= kMaxConvLen && (!is_float || float_rows_aligned(w, row_bytes, k));
+}
+
 void matvec(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const float* x,
             int64_t x_stride, int32_t n_x_rows, float* y, int64_t y_stride, cudaStream_t stream,
             const MatvecFusion& fusion) {
@@ -491,7 +551,19 @@ void matvec(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_
     throw Error(ErrorCode::InvalidArgument, "cuda matvec: k is not a multiple of the block size");
   if (fusion.out == MatvecFusion::Out::SwiGLU && n_rows % 2 != 0)
     throw Error(ErrorCode::InvalidArgument, "cuda matvec: SwiGLU needs an even number of rows (gate; up)");
-  const Fusion f{fusion.norm_w, fusion.norm_eps, int(fusion.out), fusion.scale, fusion.prefetch};
+  if (fusion.out == MatvecFusion::Out::ShortConv) {
+    if (n_rows % 3 != 0)
+      throw Error(ErrorCode::InvalidArgument, "cuda matvec: the short-conv epilogue needs 3·D rows (B; C; X)");
+    if (n_x_rows > kMaxShortConvMatvecRows)
+      throw Error(ErrorCode::InvalidArgument, "cuda matvec: the short-conv epilogue takes at most " +
+                                                  std::to_string(kMaxShortConvMatvecRows) + " rows of x");
+    if (!matvec_short_conv_supported(type, w, row_bytes, k, fusion.conv.len))
+      throw Error(ErrorCode::Unsupported, "cuda matvec: the short-conv epilogue needs 16-byte aligned float rows and "
+                                          "a kernel of 1.." + std::to_string(kMaxConvLen) + " taps");
+    if ( !fusion.conv.w || !fusion.conv.state || !fusion.conv.seqs || !fusion.conv.token_seq)
+      throw Error(ErrorCode::InvalidArgument, "cuda matvec: the short-conv epilogue needs its weights, state and step");
+  }
+  const Fusion f{fusion.norm_w, fusion.norm_eps, int(fusion.out), fusion.scale, fusion.early_weights, fusion.conv};
   // The int8 (dp4a) kernel for Q4_0/Q8_0, opt-in (CERA_MATVEC_FAST=1): alone it streams the large
   // products up to 2x faster (bench/cuda_matvec_bench), but a whole LFM2-1.2B Q4_0 decode step
   // measured slower with it (1027 vs 1208 tokens/s on the H200). Where it is on: products that
@@ -500,7 +572,7 @@ void matvec(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_
     const char* v = std::getenv("CERA_MATVEC_FAST");
     return v && std::string(v) == "1";
   }();
-  const bool prefer_fast = opted_in && k <= 4096 &&
+  const bool prefer_fast = opted_in && k <= 4096 && fusion.out != MatvecFusion::Out::ShortConv &&
                            (fusion.norm_w || fusion.out == MatvecFusion::Out::SwiGLU || n_rows >= 8192);
   if (prefer_fast && matvec_quant_fast(type, w, n_rows, k, row_bytes, x, x_stride, n_x_rows, y, y_stride, stream, fusion))
     return;

@@ -1,8 +1,9 @@
 // Programmatic dependent launch (Hopper): a kernel launched with launch_pdl() may start while the
 // kernel before it on the stream is still finishing, so its launch latency and its weight fetches
 // overlap the previous kernel's tail. The contract every such kernel keeps:
-//   * before pdl_wait() it reads only data no earlier kernel of the step writes (weights) and
-//     writes nothing; after pdl_wait() the previous kernel has finished and its writes are visible;
+//   * before pdl_wait() it reads only data no earlier kernel of the step writes (weights; the step's
+//     metadata, copied before its first kernel; state that only this launch writes) and writes
+//     nothing; after pdl_wait() the previous kernel has finished and its writes are visible;
 //   * it calls pdl_wait() on every path, even when it reads no input, so "finished" is transitive
 //     down the chain of kernels;
 //   * pdl_launch_dependents() lets the next kernel start launching (safe anywhere: the next kernel
@@ -29,13 +30,6 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
-// Pulls [p, p + bytes) into L2 (one request per 128-byte line, spread over the block's threads):
-// what a kernel does with its weights before pdl_wait().
-__device__ __forceinline__ void prefetch_l2(const void* p, size_t bytes) {
-  const char* c = static_cast<const char*>(p);
-  for (size_t off = size_t(threadIdx.x) * 128; off < bytes; off += size_t(blockDim.x) * 128)
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(c + off));
-}
 #endif
 
 // Whether launches use PDL: on sm_90+ unless CERA_CUDA_PDL=0 (set once per process).

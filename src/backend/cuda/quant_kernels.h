@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cuda/step_meta.h"
 #include "format/ggml_type.h"
 
 namespace cera::cuda {
@@ -21,6 +22,8 @@ bool supports_weight_type(GgmlType type);
 
 // Rows of x one matvec launch handles; larger batches go through dequantize + GEMM.
 inline constexpr int kMaxMatvecRows = 8;
+// Rows of x a matvec with the short-conv epilogue handles (decode steps of the matvec path).
+inline constexpr int kMaxShortConvMatvecRows = 2;
 
 // What a matvec does around the product v[t][n] = Σ_k W[n][k] · x'[t][k] (the fusions that remove a
 // decode step's small kernels; each has a plain-op reference in backend.h's fused ops).
@@ -33,12 +36,23 @@ struct MatvecFusion {
     Store,       // y[t][n] = v[t][n]
     Accumulate,  // y[t][n] += scale · v[t][n]   (a residual add)
     SwiGLU,      // W is [gate; up] (n_rows = 2F, gate rows first): y[t][j] = silu(v[t][j]) · v[t][F + j], j < F
+    ShortConv,   // W is LFM2's in_proj [B; C; X] (n_rows = 3D): y[t][c] = C·conv(B⊙X) (see `conv`)
   } out = Out::Store;
   float scale = 1.f;
-  // Whether blocks pull their weight rows into L2 before waiting for the previous kernel (PDL).
-  // Off by default: on the H200 it cost ~10 % of LFM2-1.2B BF16 decode (extra L2 requests, and
-  // lines fetched for later kernels evicted before use).
-  bool prefetch = false;
+  // Out::ShortConv: x row t is the step's token t, the only token of its sequence (decode). Channel c
+  // of y[t] is C[c] · Σ_j w[c][j] · h_j over the sequence's history h = (conv state, B[c]⊙X[c]),
+  // in short_conv.cu's order of operations, and the state is rolled forward by one input.
+  struct ShortConv {
+    const int32_t* token_seq = nullptr;  // StepView::token_seq
+    const DeviceSeq* seqs = nullptr;     // StepView::seqs (conv_slot)
+    const float* w = nullptr;            // [D, len]
+    int32_t len = 0;                     // kernel length L (the state holds L - 1 inputs)
+    float* state = nullptr;              // the layer's slots, (L - 1) · D floats each
+  } conv;
+  // Whether blocks issue their first weight loads before waiting for the previous kernel (PDL):
+  // weights never depend on it, so their latency overlaps its tail. (An earlier variant that
+  // prefetched whole rows into L2 instead cost ~10 % of LFM2-1.2B BF16 decode on the H200.)
+  bool early_weights = true;
 };
 
 // y[t][n] = Σ_k W[n][k] · x[t][k] for t < n_x_rows (1 ≤ n_x_rows ≤ kMaxMatvecRows), n < n_rows.
@@ -48,6 +62,10 @@ struct MatvecFusion {
 void matvec(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const float* x,
             int64_t x_stride, int32_t n_x_rows, float* y, int64_t y_stride, cudaStream_t stream,
             const MatvecFusion& fusion = {});
+
+// Whether matvec can take Out::ShortConv for these weights (float rows must be 16-byte aligned) and
+// a conv kernel of conv_len taps (at most 4).
+bool matvec_short_conv_supported(GgmlType type, const void* w, size_t row_bytes, int64_t k, int32_t conv_len);
 
 // out[n][k] = W[n][k] as f16 / bf16 / f32, densely packed (row stride k).
 void dequantize_f16(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_bytes, __half* out,
