@@ -4,7 +4,10 @@
 // A second table times the Q4_0 / Q8_0 fast kernel (matvec_quant_fast.h) against the general one on
 // the real decode shapes (LFM2-1.2B, Llama-3.2-1B, Qwen3-0.6B) with their fusions.
 // A third table times the general kernel with the norm folded in against the same product without.
-//   cera_bench_cuda_matvec [n_x_rows (default 1)] [reps (default 200)] [fast|norm (only that table)]
+// A fourth ("chain") replays the LFM2-1.2B decode step's products alone as one CUDA graph (PDL, as
+// the backend launches them), with and without a one-row rms_norm kernel after each: what the
+// chain of launches costs on top of the bytes, and what one small kernel adds to it.
+//   cera_bench_cuda_matvec [n_x_rows (default 1)] [reps (default 200)] [fast|norm|chain (only that table)]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "backend/cuda/matvec_quant_fast.h"
+#include "backend/cuda/ops.h"
 #include "backend/cuda/quant_kernels.h"
 #include "format/ggml_type.h"
 #include "format/quant.h"
@@ -162,13 +166,89 @@ void bench_norm_fold(int nx, int reps, const std::vector<float>& row, float* dx,
   cera::cuda::matvec_quant_fast_enable(fast_was_on);
 }
 
+// The LFM2-1.2B shape's decode products (16 layers of in_proj 3·2048, out 2048, [gate; up] 2·8192
+// and down, then the 65536-row head), every layer's weights distinct, captured once and replayed.
+void bench_chain(int nx, int reps, float* dx, float* dy, float* dnorm, cudaEvent_t e0, cudaEvent_t e1) {
+  using cera::GgmlType;
+  using Out = cera::cuda::MatvecFusion::Out;
+  struct Product {
+    int64_t n_rows, k;
+    Out out;
+    bool norm;
+  };
+  std::vector<Product> step;
+  for (int l = 0; l < 16; ++l) {
+    step.push_back({6144, 2048, Out::Store, true});
+    step.push_back({2048, 2048, Out::Accumulate, false});
+    step.push_back({16384, 2048, Out::SwiGLU, true});
+    step.push_back({2048, 8192, Out::Accumulate, false});
+  }
+  step.push_back({65536, 2048, Out::Store, true});
+  std::printf("\nchain: the LFM2-1.2B decode step's %zu products as one CUDA graph, n_x_rows=%d\n", step.size(), nx);
+  std::printf("%-6s %-34s %9s %10s %7s %10s\n", "type", "variant", "MB", "us/step", "of 4TB", "us/kernel+");
+  cudaStream_t st;
+  CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  const bool fast_was_on = cera::cuda::matvec_quant_fast_enabled();
+  cera::cuda::matvec_quant_fast_enable(false);
+  for (GgmlType t : {GgmlType::BF16, GgmlType::Q4_0}) {
+    std::vector<void*> ws;
+    size_t total = 0;
+    for (const Product& p : step) {
+      const size_t bytes = cera::ggml_row_bytes(t, p.k) * size_t(p.n_rows);
+      void* w = nullptr;
+      CHECK(cudaMalloc(&w, bytes));
+      CHECK(cudaMemset(w, 0x3c, bytes));  // small finite values in every format
+      ws.push_back(w);
+      total += bytes;
+    }
+    double base_us = 0;
+    for (int variant = 0; variant < 3; ++variant) {
+      const bool early = variant != 1, spacer = variant == 2;
+      cudaGraph_t g;
+      CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+      for (size_t i = 0; i < step.size(); ++i) {
+        const Product& p = step[i];
+        cera::cuda::MatvecFusion f;
+        f.out = p.out;
+        f.early_weights = early;
+        if (p.norm && t == GgmlType::BF16) f.norm_w = dnorm, f.norm_eps = 1e-5f;
+        cera::cuda::matvec(t, ws[i], p.n_rows, p.k, cera::ggml_row_bytes(t, p.k), dx, p.k, nx, dy, p.n_rows, st, f);
+        if (spacer)
+          cera::cuda::rms_norm(dx, 8192, nullptr, 0, dnorm, 1e-5f, dx + 4096, 8192, nx, 2048, st);
+      }
+      CHECK(cudaStreamEndCapture(st, &g));
+      cudaGraphExec_t ge;
+      CHECK(cudaGraphInstantiate(&ge, g, 0));
+      for (int i = 0; i < 3; ++i) CHECK(cudaGraphLaunch(ge, st));
+      CHECK(cudaEventRecord(e0, st));
+      for (int i = 0; i < reps; ++i) CHECK(cudaGraphLaunch(ge, st));
+      CHECK(cudaEventRecord(e1, st));
+      CHECK(cudaEventSynchronize(e1));
+      float ms = 0;
+      CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      const double us = double(ms) * 1e3 / reps;
+      if (variant == 0) base_us = us;
+      const char* names[] = {"products (early weights)", "products (weights after the wait)",
+                             "products + a 1-row rms_norm after each"};
+      std::printf("%-6s %-34s %9.1f %10.1f %6.1f%% %10.2f\n", std::string(cera::ggml_type_name(t)).c_str(),
+                  names[variant], double(total) / 1e6, us, 100.0 * double(total) / (us * 1e-6) / kPeakBytesPerSec,
+                  variant == 2 ? (us - base_us) / double(step.size()) : 0.0);
+      CHECK(cudaGraphExecDestroy(ge));
+      CHECK(cudaGraphDestroy(g));
+    }
+    for (void* w : ws) CHECK(cudaFree(w));
+  }
+  cera::cuda::matvec_quant_fast_enable(fast_was_on);
+  CHECK(cudaStreamDestroy(st));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using cera::GgmlType;
   const int nx = argc > 1 ? std::atoi(argv[1]) : 1;
   const int reps = argc > 2 ? std::atoi(argv[2]) : 200;
-  const std::string only = argc > 3 ? argv[3] : "";  // "fast" or "norm": only that table
+  const std::string only = argc > 3 ? argv[3] : "";  // "fast", "norm" or "chain": only that table
   cudaDeviceProp prop{};
   if (!first_cuda_device(prop)) return 0;
   std::printf("%s, %d SMs, L2 %d MB; n_x_rows=%d, %d reps; GB/s = weight bytes / time\n", prop.name,
@@ -219,8 +299,9 @@ int main(int argc, char** argv) {
       for (auto b : bufs) CHECK(cudaFree(b));
     }
   }
-  if (only != "norm") bench_fast(nx, reps, row, dx, dy, dnorm, e0, e1);
-  if (only != "fast") bench_norm_fold(nx, reps, row, dx, dy, dnorm, e0, e1);
+  if (only.empty() || only == "fast") bench_fast(nx, reps, row, dx, dy, dnorm, e0, e1);
+  if (only.empty() || only == "norm") bench_norm_fold(nx, reps, row, dx, dy, dnorm, e0, e1);
+  if (only.empty() || only == "chain") bench_chain(nx, reps, dx, dy, dnorm, e0, e1);
   CHECK(cudaGetLastError());
   return 0;
 }
