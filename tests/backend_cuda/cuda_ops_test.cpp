@@ -379,7 +379,9 @@ TEST_P(CudaAttention, PagedPrefillThenDecodeMatchCpu) {
 // The fused decode layer (qk_norm_rope_attention: q/k norm, RoPE, K/V store, split-K attention and
 // merge in one launch) against the CPU's two ops. A prefill step, then decode steps with the norms
 // on and off and a sequence that joins with its first token (n_past 0), then a mixed step that the
-// plain kernels run: it reads the K/V the fused launches stored.
+// plain kernels run: it reads the K/V the fused launches stored. The decode contexts (≤ 32 keys:
+// one block per head group writing its output directly; 71-74 keys: 3 splits merged) cover the
+// kernel's split counts below LongPromptMatchesCpu's.
 TEST_P(CudaAttention, FusedDecodeLayerMatchesCpu) {
   CERA_REQUIRE_CUDA();
   const AttnShape sh = std::get<0>(GetParam());
@@ -413,20 +415,21 @@ TEST_P(CudaAttention, FusedDecodeLayerMatchesCpu) {
   }
 }
 
-// Long prompts: a 300-token and a 45-token sequence in one step (many query tiles; key loops over
-// several key tiles, the last one partial), then a mixed step (37 more tokens after the 300, and
-// one), then decode.
+// Long prompts: a 530-token and a 45-token sequence in one step (many query tiles; key loops over
+// several key tiles, the last one partial), then a mixed step (37 more tokens after the 530, and
+// one), then two decode steps through the fused layer (qk_norm_rope_attention), whose 568 and 47
+// keys take all 16 splits and 2 of them.
 TEST_P(CudaAttention, LongPromptMatchesCpu) {
   CERA_REQUIRE_CUDA();
   const AttnShape sh = std::get<0>(GetParam());
   const test::ScopedEnv env = attention_kernel_env(std::get<1>(GetParam()));
-  AttentionRig rig(sh, 1, 32, 345);
+  AttentionRig rig(sh, 1, 48, 575);
   Both& b = rig.b;
-  const std::vector<int32_t> perm = test::shuffled_blocks(32, 3);
-  std::vector<Seq> seqs = {{300, 0, std::vector<int32_t>(perm.begin(), perm.begin() + 22), -1},
-                           {45, 0, std::vector<int32_t>(perm.begin() + 22, perm.begin() + 26), -1}};
+  const std::vector<int32_t> perm = test::shuffled_blocks(48, 3);
+  std::vector<Seq> seqs = {{530, 0, std::vector<int32_t>(perm.begin(), perm.begin() + 36), -1},
+                           {45, 0, std::vector<int32_t>(perm.begin() + 36, perm.begin() + 39), -1}};
   uint32_t seed = 500;
-  for (int step = 0; step < 3; ++step) {
+  for (int step = 0; step < 4; ++step) {
     std::vector<int32_t> tokens, positions, rows;
     std::vector<StepSequence> ss;
     const StepInputs in = make_step(seqs, tokens, positions, ss, rows);
@@ -434,6 +437,11 @@ TEST_P(CudaAttention, LongPromptMatchesCpu) {
     const AttentionRig::Rows r = rig.random_step(T, seed);
     b.both([&](Backend& be, bool g) {
       be.set_step(in);
+      if (step >= 2) {
+        be.qk_norm_rope_attention(0, g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, g ? r.v.g : r.v.c, nullptr, nullptr, 1e-6f,
+                                  rig.ap, rig.rope, g ? r.out.g : r.out.c);
+        return;
+      }
       be.qk_norm_rope(g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, nullptr, nullptr, 1e-6f, rig.ap, rig.rope);
       be.attention(0, g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, g ? r.v.g : r.v.c, g ? r.out.g : r.out.c, rig.ap);
     });

@@ -164,56 +164,112 @@ __device__ void start_heads(int32_t nh, int32_t hd, QAt q_at, float (&qv)[kDecod
   }
 }
 
-// Online softmax of the block's nh q heads (qv) over keys [j0, j1): each warp takes every
-// kDecodeWarps-th key, each lane every 32nd element. key_at(j) points at key j's head; its value
-// is v_offset floats further, except that the key `own_k` (if given) has its value at own_v.
+// Keys whose K and V a warp loads together before using them (32 registers of each lane's share).
+template <int E>
+inline constexpr int kKeyBatch = E <= 2 ? 8 : E <= 4 ? 4 : 2;
+
+// One batch of a warp's keys: jb, jb + kDecodeWarps, ... (kKeyBatch of them, those < j1). Decode
+// contexts are short, so the loads' latency, not their bytes, is what a key costs: a warp issues a
+// whole batch's loads, then folds the keys in one by one, in the same order as one at a time.
+template <int E>
+struct KeyBatch {
+  float k[kKeyBatch<E>][E], v[kKeyBatch<E>][E];
+};
+
+// key_at(j) points at key j's head; its value is v_offset floats further, except that the key
+// `own_k` (if given) has its value at own_v. Keys equal to `skip` are left unloaded.
 template <int E, class KeyAt>
-__device__ void attend_keys(int32_t j0, int32_t j1, int32_t nh, const AttentionShape& sh,
-                            const float (&qv)[kDecodeHeads][E], float (&acc)[kDecodeHeads][E], float (&m)[kDecodeHeads],
-                            float (&l)[kDecodeHeads], KeyAt key_at, int64_t v_offset, const float* own_k = nullptr,
-                            const float* own_v = nullptr) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int32_t hd = sh.head_dim;
-  for (int32_t j = j0 + warp; j < j1; j += kDecodeWarps) {
+__device__ void load_keys(int32_t jb, int32_t j1, int32_t hd, KeyAt key_at, int64_t v_offset, KeyBatch<E>& kb,
+                          const float* own_k = nullptr, const float* own_v = nullptr, int32_t skip = -1) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int u = 0; u < kKeyBatch<E>; ++u) {
+    const int32_t j = jb + u * kDecodeWarps;
+    if (j >= j1) break;
+    if (j == skip) continue;  // filled in by the caller
     const float* kp = key_at(j);
     const float* vp = kp == own_k ? own_v : kp + v_offset;
-    float kr[E], vr[E];
 #pragma unroll
     for (int e = 0; e < E; ++e) {
       const int32_t d = lane + 32 * e;
-      kr[e] = d < hd ? kp[d] : 0.f;
-      vr[e] = d < hd ? vp[d] : 0.f;
-    }
-#pragma unroll
-    for (int g = 0; g < kDecodeHeads; ++g) {
-      if (g >= nh) break;
-      float dot = 0.f;
-#pragma unroll
-      for (int e = 0; e < E; ++e) dot += qv[g][e] * kr[e];
-      for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-      const float s = dot * sh.scale;
-      if (s > m[g]) {
-        const float corr = expf(m[g] - s);
-        l[g] *= corr;
-#pragma unroll
-        for (int e = 0; e < E; ++e) acc[g][e] *= corr;
-        m[g] = s;
-      }
-      const float p = expf(s - m[g]);
-      l[g] += p;
-#pragma unroll
-      for (int e = 0; e < E; ++e) acc[g][e] += p * vr[e];
+      kb.k[u][e] = d < hd ? kp[d] : 0.f;
+      kb.v[u][e] = d < hd ? vp[d] : 0.f;
     }
   }
 }
 
+// Online softmax of the block's nh q heads (qv) over the batch's keys, as one update per head: the
+// batch's dot products are reduced together (their shuffle chains interleave), then the running
+// max, sum and output move once. Latency, not arithmetic, is what a decode key costs.
+template <int E>
+__device__ void fold_keys(int32_t jb, int32_t j1, int32_t nh, const AttentionShape& sh,
+                          const float (&qv)[kDecodeHeads][E], float (&acc)[kDecodeHeads][E], float (&m)[kDecodeHeads],
+                          float (&l)[kDecodeHeads], const KeyBatch<E>& kb) {
+  constexpr int U = kKeyBatch<E>;
+#pragma unroll
+  for (int g = 0; g < kDecodeHeads; ++g) {
+    if (g >= nh) break;
+    float s[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      s[u] = 0.f;
+      if (jb + u * kDecodeWarps < j1)
+#pragma unroll
+        for (int e = 0; e < E; ++e) s[u] += qv[g][e] * kb.k[u][e];
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+      for (int u = 0; u < U; ++u) s[u] += __shfl_xor_sync(0xffffffffu, s[u], o);
+    float mx = m[g];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (jb + u * kDecodeWarps < j1) mx = fmaxf(mx, s[u] * sh.scale);
+    const float corr = expf(m[g] - mx);  // 0 while m is -inf; mx is finite (the batch has a key)
+    l[g] *= corr;
+#pragma unroll
+    for (int e = 0; e < E; ++e) acc[g][e] *= corr;
+    m[g] = mx;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (jb + u * kDecodeWarps >= j1) break;
+      const float p = expf(s[u] * sh.scale - mx);
+      l[g] += p;
+#pragma unroll
+      for (int e = 0; e < E; ++e) acc[g][e] += p * kb.v[u][e];
+    }
+  }
+}
+
+// Online softmax of the block's nh q heads over keys [j0, j1): each warp takes every
+// kDecodeWarps-th key, each lane every 32nd element; `first` (if given) is the warp's first batch,
+// already loaded. key_at / own_k / own_v as in load_keys.
+template <int E, class KeyAt>
+__device__ void attend_keys(int32_t j0, int32_t j1, int32_t nh, const AttentionShape& sh,
+                            const float (&qv)[kDecodeHeads][E], float (&acc)[kDecodeHeads][E], float (&m)[kDecodeHeads],
+                            float (&l)[kDecodeHeads], KeyAt key_at, int64_t v_offset, const float* own_k = nullptr,
+                            const float* own_v = nullptr, const KeyBatch<E>* first = nullptr) {
+  const int warp = threadIdx.x / 32;
+  for (int32_t jb = j0 + warp; jb < j1; jb += kDecodeWarps * kKeyBatch<E>) {
+    if (first && jb == j0 + warp) {
+      fold_keys(jb, j1, nh, sh, qv, acc, m, l, *first);
+      continue;
+    }
+    KeyBatch<E> kb;
+    load_keys(jb, j1, sh.head_dim, key_at, v_offset, kb, own_k, own_v);
+    fold_keys(jb, j1, nh, sh, qv, acc, m, l, kb);
+  }
+}
+
 // Merges the block's warps' partial softmaxes for its nh heads and writes this split's part
-// (m, l, unnormalised o) of each (token t, head h0 + g) to `partial`.
+// (m, l, unnormalised o) of each (token t, head h0 + g) to `partial` — or, when the block covers
+// every key (`direct`, a row of out), the normalised output of each head at direct + (h0 + g)·hd.
 template <int kMaxHd, int E = kMaxHd / 32>
 __device__ void write_split(float (&sm_m)[kDecodeWarps][kDecodeHeads], float (&sm_l)[kDecodeWarps][kDecodeHeads],
                             float (&sm_o)[kDecodeWarps][kDecodeHeads][kMaxHd], const float (&m)[kDecodeHeads],
                             const float (&l)[kDecodeHeads], const float (&acc)[kDecodeHeads][E], float* partial,
-                            int32_t t, int32_t h0, int32_t nh, int32_t split, const AttentionShape& sh) {
+                            int32_t t, int32_t h0, int32_t nh, int32_t split, const AttentionShape& sh,
+                            float* direct = nullptr) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int32_t hd = sh.head_dim;
 #pragma unroll
@@ -231,10 +287,20 @@ __device__ void write_split(float (&sm_m)[kDecodeWarps][kDecodeHeads], float (&s
   for (int32_t g = warp; g < nh; g += kDecodeWarps) {
     float mm = -INFINITY;
     for (int w = 0; w < kDecodeWarps; ++w) mm = fmaxf(mm, sm_m[w][g]);
-    float* dst = partial + ((int64_t(t) * sh.n_head + h0 + g) * kDecodeSplits + split) * stride;
     float ll = 0.f;
     for (int w = 0; w < kDecodeWarps; ++w)
       if (sm_m[w][g] != -INFINITY) ll += sm_l[w][g] * expf(sm_m[w][g] - mm);
+    if (direct) {
+      const float inv = 1.f / ll;
+      for (int32_t d = lane; d < hd; d += 32) {
+        float o = 0.f;
+        for (int w = 0; w < kDecodeWarps; ++w)
+          if (sm_m[w][g] != -INFINITY) o += sm_o[w][g][d] * expf(sm_m[w][g] - mm);
+        direct[int64_t(h0 + g) * hd + d] = o * inv;
+      }
+      continue;
+    }
+    float* dst = partial + ((int64_t(t) * sh.n_head + h0 + g) * kDecodeSplits + split) * stride;
     for (int32_t d = lane; d < hd; d += 32) {
       float o = 0.f;
       for (int w = 0; w < kDecodeWarps; ++w)
@@ -278,22 +344,22 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_kernel(KvLayer kv, S
   write_split(sm_m, sm_l, sm_o, m, l, acc, partial, t, h0, nh, split, sh);
 }
 
-// One warp merges the kDecodeSplits parts of one (token, head) `p` into out[0..hd). Loads through L2
-// (__ldcg): in the fused kernel the parts were written by other blocks of the same grid.
-__device__ void combine_splits(const float* p, float* out, int32_t hd) {
+// One warp merges the first n_split parts of one (token, head) `p` into out[0..hd). Loads through
+// L2 (__ldcg): in the fused kernel the parts were written by other blocks of the same grid.
+__device__ void combine_splits(const float* p, float* out, int32_t hd, int32_t n_split = kDecodeSplits) {
   const int lane = threadIdx.x & 31;
   const int32_t stride = hd + 2;
   float mm = -INFINITY;
-  for (int s = 0; s < kDecodeSplits; ++s) mm = fmaxf(mm, __ldcg(p + s * stride));
+  for (int s = 0; s < n_split; ++s) mm = fmaxf(mm, __ldcg(p + s * stride));
   float l = 0.f;
-  for (int s = 0; s < kDecodeSplits; ++s) {
+  for (int s = 0; s < n_split; ++s) {
     const float ms = __ldcg(p + s * stride);
     if (ms != -INFINITY) l += __ldcg(p + s * stride + 1) * expf(ms - mm);
   }
   const float inv = 1.f / l;
   for (int32_t d = lane; d < hd; d += 32) {
     float o = 0.f;
-    for (int s = 0; s < kDecodeSplits; ++s) {
+    for (int s = 0; s < n_split; ++s) {
       const float ms = __ldcg(p + s * stride);
       if (ms != -INFINITY) o += __ldcg(p + s * stride + 2 + d) * expf(ms - mm);
     }
@@ -309,66 +375,99 @@ __device__ void combine_splits(const float* p, float* out, int32_t hd) {
 // slot from the cache in this launch (the token's own key comes from shared memory), so there is
 // no race; the last block of a (token, head chunk) to finish, found with a counter, merges the
 // splits (threadfence-reduction pattern) and resets the counter for the next launch.
+// The grid has kDecodeSplits splits (a captured graph replays it at every context length), but only
+// the first n_split = ⌈n_keys / kFusedKeysPerSplit⌉ (at most kDecodeSplits) work: short contexts
+// take few splits, and a context of ≤ kFusedKeysPerSplit keys is one block per head group that
+// writes its output directly, with no partials, counter or merge.
+constexpr int32_t kFusedKeysPerSplit = 32;
 
 template <int kMaxHd>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
     decode_fused_kernel(KvLayer kv, StepView step, DecodeQkv in, AttentionShape sh, int32_t group, int32_t head_chunks,
                         float* partial, unsigned* done, float* out, int64_t os) {
   pdl_launch_dependents();
-  pdl_wait();  // pdl.h: nothing above reads inputs or writes
   constexpr int E = kMaxHd / 32;
   __shared__ float sm_m[kDecodeWarps][kDecodeHeads], sm_l[kDecodeWarps][kDecodeHeads];
   __shared__ float sm_o[kDecodeWarps][kDecodeHeads][kMaxHd];
   __shared__ float sm_q[kDecodeHeads][kMaxHd], sm_k[kMaxHd], sm_v[kMaxHd];
   __shared__ bool sm_last;
 
+  // Before the PDL wait (pdl.h): the step's metadata, the RoPE angles and the warp's first batch of
+  // cached keys. None of it is written by a kernel of this step — the cache slots before the
+  // token's were filled by earlier steps, and its own slot is written only by this launch and
+  // read from shared memory — so a decode layer's dependent loads overlap the products before it
+  // and only the token's q, k and v are read after the wait.
   const auto [t, kvh, h0, nh, split] = decode_block(group, head_chunks);
   const int32_t hd = sh.head_dim;
-
   const DeviceSeq sq = step.seqs[step.token_seq[t]];
   const int32_t* table = step.block_tables + sq.block_offset;
   const int32_t slot = sq.n_past + (t - sq.first_token);  // the token's cache position
   const int32_t n_keys = slot + 1;
-  const int32_t pos = step.positions[t];                  // its RoPE position
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int32_t n_split = min(kDecodeSplits, (n_keys + kFusedKeysPerSplit - 1) / kFusedKeysPerSplit);
+  if (split >= n_split) {  // block-uniform: no barrier below is skipped by part of a block
+    pdl_wait();
+    return;
+  }
+  const int32_t per = (n_keys + n_split - 1) / n_split;
+  const int32_t j0 = split * per, j1 = min(n_keys, j0 + per);
+  const int64_t v_offset = int64_t(kv.block_size) * kv.kv_dim;
+  auto cached_key = [&](int32_t j) -> const float* { return k_at(kv, table, j) + int64_t(kvh) * hd; };
+  KeyBatch<E> first;
+  load_keys(j0 + warp, j1, hd, cached_key, v_offset, first, nullptr, nullptr, slot);
+  const RopeLane<kMaxHd / 64> rot =
+      in.rope.n_rot > 0 ? rope_lane<kMaxHd / 64>(in.rope, step.positions[t]) : RopeLane<kMaxHd / 64>{};
+  pdl_wait();
 
   // The block's q heads and the token's k head, normalised and rotated, and its v head.
   for (int32_t g = warp; g < nh; g += kDecodeWarps) {
     const float* src = in.q + int64_t(t) * in.q_stride + int64_t(h0 + g) * hd;
     for (int32_t d = lane; d < hd; d += 32) sm_q[g][d] = src[d];
     __syncwarp();
-    norm_rope_head(sm_q[g], in.q_norm, in.eps, hd, in.rope, pos);
+    norm_rope_head(sm_q[g], in.q_norm, in.eps, hd, in.rope, rot);
   }
   if (warp == kDecodeWarps - 1) {
     const float* ks = in.k + int64_t(t) * in.k_stride + int64_t(kvh) * hd;
     const float* vs = in.v + int64_t(t) * in.v_stride + int64_t(kvh) * hd;
     for (int32_t d = lane; d < hd; d += 32) sm_k[d] = ks[d], sm_v[d] = vs[d];
     __syncwarp();
-    norm_rope_head(sm_k, in.k_norm, in.eps, hd, in.rope, pos);
+    norm_rope_head(sm_k, in.k_norm, in.eps, hd, in.rope, rot);
   }
   __syncthreads();
   if (split == 0 && blockIdx.y % head_chunks == 0) {
     float* kd = k_at(kv, table, slot) + int64_t(kvh) * hd;
-    float* vd = kd + int64_t(kv.block_size) * kv.kv_dim;
+    float* vd = kd + v_offset;
     for (int32_t d = threadIdx.x; d < hd; d += blockDim.x) kd[d] = sm_k[d], vd[d] = sm_v[d];
   }
+  // The token's own key, if it is in the first batch, from shared memory.
+#pragma unroll
+  for (int u = 0; u < kKeyBatch<E>; ++u)
+    if (j0 + warp + u * kDecodeWarps == slot && slot < j1)
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const int32_t d = lane + 32 * e;
+        first.k[u][e] = d < hd ? sm_k[d] : 0.f;
+        first.v[u][e] = d < hd ? sm_v[d] : 0.f;
+      }
 
-  const int32_t per = (n_keys + kDecodeSplits - 1) / kDecodeSplits;
-  const int32_t j0 = split * per, j1 = min(n_keys, j0 + per);
   float qv[kDecodeHeads][E], acc[kDecodeHeads][E], m[kDecodeHeads], l[kDecodeHeads];
   start_heads(nh, hd, [&](int32_t g, int32_t d) { return sm_q[g][d]; }, qv, acc, m, l);
-  // The token's own key and value come from shared memory (sm_v - sm_k is the V offset there).
+  // Later batches: the token's own key and value come from shared memory (own_k / own_v).
   attend_keys(j0, j1, nh, sh, qv, acc, m, l,
-              [&](int32_t j) -> const float* { return j == slot ? sm_k : k_at(kv, table, j) + int64_t(kvh) * hd; },
-              int64_t(kv.block_size) * kv.kv_dim, sm_k, sm_v);
+              [&](int32_t j) -> const float* { return j == slot ? sm_k : cached_key(j); }, v_offset, sm_k, sm_v,
+              &first);
+  if (n_split == 1) {  // this block saw every key
+    write_split(sm_m, sm_l, sm_o, m, l, acc, partial, t, h0, nh, split, sh, out + int64_t(t) * os);
+    return;
+  }
   write_split(sm_m, sm_l, sm_o, m, l, acc, partial, t, h0, nh, split, sh);
 
-  // The last of the kDecodeSplits blocks of this (token, head chunk) merges them.
+  // The last of the n_split blocks of this (token, head chunk) merges them.
   __threadfence();  // this block's part is visible device-wide before it is counted
   __syncthreads();
   if (threadIdx.x == 0) {
     unsigned* counter = done + int64_t(t) * gridDim.y + blockIdx.y;
-    sm_last = atomicAdd(counter, 1u) == unsigned(kDecodeSplits - 1);
+    sm_last = atomicAdd(counter, 1u) == unsigned(n_split - 1);
     if (sm_last) *counter = 0;  // every split has counted: ready for the next launch
   }
   __syncthreads();
@@ -376,7 +475,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   __threadfence();
   for (int32_t g = warp; g < nh; g += kDecodeWarps)
     combine_splits(partial + (int64_t(t) * sh.n_head + h0 + g) * kDecodeSplits * (hd + 2),
-                   out + int64_t(t) * os + int64_t(h0 + g) * hd, hd);
+                   out + int64_t(t) * os + int64_t(h0 + g) * hd, hd, n_split);
 }
 
 // grid (T, n_head), one warp: merges the splits of one (token, head).

@@ -16,6 +16,8 @@
 #include <deque>
 #include <map>
 #include <set>
+#include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -809,7 +811,29 @@ class CudaBackend final : public Backend {
       mode_ = Mode::Capturing;
     }
     if (profiler_.on() && mode_ != Mode::Capturing) profiler_.mark(name, stream_);
+    if (ablated(name)) return false;
     return true;  // Eager, Capturing, or Idle (an op after read(): it runs on the last step's metadata)
+  }
+
+  // CERA_CUDA_ABLATE=name[;name...]: ops whose name starts with one of these launch nothing. A
+  // timing tool, not a mode: the outputs are wrong. What a category of kernels costs inside the
+  // replayed decode graph is the step time with and without it (tools/device/ablate.sh), which the
+  // per-op event profile (eager launches, no PDL overlap) cannot show.
+  static bool ablated(const char* name) {
+    static const std::vector<std::string> prefixes = [] {
+      std::vector<std::string> out;
+      const char* v = std::getenv("CERA_CUDA_ABLATE");
+      for (std::string rest = v ? v : ""; !rest.empty();) {
+        const size_t end = rest.find(';');  // op names hold commas
+        if (end != 0) out.push_back(rest.substr(0, end));
+        rest = end == std::string::npos ? "" : rest.substr(end + 1);
+      }
+      if (!out.empty()) std::fprintf(stderr, "cera: CERA_CUDA_ABLATE is set: outputs are wrong (a timing tool)\n");
+      return out;
+    }();
+    for (const std::string& p : prefixes)
+      if (std::string_view(name).starts_with(p)) return true;
+    return false;
   }
 
   // Ends the step's forward: closes a capture and launches the graph, or launches the replay.

@@ -3,6 +3,9 @@
 #include "backend/cuda/pdl.h"
 #include "backend/cuda/ops.h"
 #include "backend/cuda/rope_head.cuh"
+#include "cera/error.h"
+
+#include <string>
 
 namespace cera::cuda {
 namespace {
@@ -27,6 +30,9 @@ void qk_norm_rope(float* q, int64_t qs, float* k, int64_t ks, const float* q_nor
                   int32_t n_head, int32_t n_head_kv, int32_t head_dim, const RopeArgs& rope,
                   const int32_t* positions, int32_t rows, cudaStream_t s) {
   if (rows <= 0) return;
+  if (rope.n_rot > 256)
+    throw Error(ErrorCode::Unsupported, "cuda qk_norm_rope: RoPE over " + std::to_string(rope.n_rot) +
+                                            " dimensions (at most 256)");
   launch_pdl(qk_norm_rope_kernel, dim3(unsigned(rows), unsigned(n_head + n_head_kv)), dim3(32), 0, s, 
       q, qs, k, ks, q_norm, k_norm, eps, n_head, head_dim, rope, positions);
   CERA_CUDA_CHECK_LAUNCH();
