@@ -506,16 +506,9 @@ class CudaBackend final : public Backend {
       return Backend::rms_norm_swiglu(x, norm_w, eps, normed, gate, up, gate_up, out);
     cuda::MatvecFusion f;
     f.out = cuda::MatvecFusion::Out::SwiGLU;
-    const Tensor* in = &x;
     const Tensor gu_w[] = {gate, up};
-    const bool fold = folds_norm(gu_w);
-    if (fold) {
-      f.norm_w = norm_w.f32();
-      f.norm_eps = eps;
-    } else {
-      rms_norm(x, norm_w, eps, normed);
-      in = &normed;
-    }
+    const Tensor* in = nullptr;
+    const bool fold = norm_for_matvec(x, norm_w, eps, normed, gu_w, f, in);
     if (!begin_op(fold ? "matvec (+norm, swiglu)" : "matvec (+swiglu)")) return;
     Tensor w = gate;
     w.rows += up.rows;  // [gate; up], adjacent in the weight arena
@@ -652,15 +645,8 @@ class CudaBackend final : public Backend {
     cuda::MatvecFusion f;
     f.out = cuda::MatvecFusion::Out::ShortConv;
     f.conv = {view_.token_seq, view_.seqs, conv_w.f32(), int32_t(conv_w.cols), conv_state(layer)};
-    const Tensor* in = &x;
-    const bool fold = folds_norm({&in_proj, 1});
-    if (fold) {
-      f.norm_w = norm_w.f32();
-      f.norm_eps = eps;
-    } else {
-      rms_norm(x, norm_w, eps, normed);
-      in = &normed;
-    }
+    const Tensor* in = nullptr;
+    const bool fold = norm_for_matvec(x, norm_w, eps, normed, {&in_proj, 1}, f, in);
     if (!begin_op(fold ? "matvec (+norm, short_conv)" : "matvec (+short_conv)")) return;
     matvec(*in, in_proj, out, f);
   }
@@ -755,6 +741,22 @@ class CudaBackend final : public Backend {
   // The conv state slots of conv layer `layer`.
   float* conv_state(int32_t layer) {
     return conv_.as<float>() + size_t(layer) * layout_.n_conv_slots * layout_.conv_state_dim;
+  }
+
+  // The input of a decode product that an rms norm precedes: x itself with the norm folded into the
+  // matvec (f gets the norm's weight), or `normed` after a norm kernel, as folds_norm(ws) decides.
+  // Sets `in`; returns whether the norm was folded.
+  bool norm_for_matvec(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& normed,
+                       std::span<const Tensor> ws, cuda::MatvecFusion& f, const Tensor*& in) {
+    if (folds_norm(ws)) {
+      f.norm_w = norm_w.f32();
+      f.norm_eps = eps;
+      in = &x;
+      return true;
+    }
+    rms_norm(x, norm_w, eps, normed);
+    in = &normed;
+    return false;
   }
 
   // Scratch may grow only outside a capture (a replay reuses what its eager run reserved).
