@@ -18,9 +18,12 @@
 // (W·(norm_w ⊙ x)) / rms(x), so each x slice is multiplied by norm_w as it is loaded, Σx² is summed
 // from the same slices (the block's warps together read x exactly once), and the epilogue divides
 // by rms(x). No prologue, no extra read of x, no kernel before the product. SwiGLU
-// pairs gate row j with up row F + j in one block, so the epilogue can combine them.
-// Launched with PDL: a block starts streaming its first weight tile before it waits for the
-// previous kernel (pdl.h), so the weight stream does not stop between kernels.
+// pairs gate row j with up row F + j in one block, so the epilogue can combine them; LFM2's short
+// conv takes a channel's B, C and X rows (c, D + c, 2D + c) into one block and convolves them with
+// the sequence's conv state in the epilogue.
+// Launched with PDL: a block requests its first weight tile (with k ≤ 2048 all of its weights)
+// before it waits for the previous kernel (pdl.h), so the weight stream does not stop between
+// kernels.
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -225,7 +228,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
     float* conv_slot = nullptr;
     const int conv_i = threadIdx.x / NX, conv_t = threadIdx.x % NX;
     const bool conv_thread = conv && threadIdx.x < per_group * NX && row0 + conv_i < n_out;
-    if (conv && conv_thread) {
+    if (conv_thread) {
       const int64_t c = row0 + conv_i;
       const int32_t n_state = f.conv.len - 1;
       conv_slot = f.conv.state + int64_t(f.conv.seqs[f.conv.token_seq[conv_t]].conv_slot) * n_state * n_out + c;
