@@ -100,6 +100,7 @@ Command add_run_command(CLI::App& app) {
             });
             if (printer) printer->finish();
             std::fputc('\n', stdout);
+            std::fflush(stdout);  // the text's last line before the stats on stderr, also through a pipe
             const auto t3 = clock::now();
             auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
             std::fprintf(stderr, "cera: prompt %zu tokens in %.2f s (%.1f t/s), generated %d tokens in %.2f s (%.1f t/s)%s\n",
