@@ -90,10 +90,8 @@ std::vector<double> run_steps(const Shape& sh, const char* kernel) {
   std::vector<double> diffs;
   uint32_t seed = 1000;
   for (const auto& seqs : steps) {
-    std::vector<int32_t> tokens, positions, out_rows;
-    std::vector<StepSequence> ss;
-    const StepInputs in = test::make_step(seqs, tokens, positions, ss, out_rows);
-    const int64_t T = int64_t(tokens.size());
+    const test::Step st(seqs);
+    const int64_t T = st.n_tokens();
     EXPECT_LE(T, kMaxTokens);
     const auto q = random_floats(size_t(T * qd), seed++, -2, 2);
     const auto k = random_floats(size_t(T * kv_dim), seed++, -2, 2);
@@ -103,7 +101,7 @@ std::vector<double> run_steps(const Shape& sh, const char* kernel) {
       write(*be, b->q.first_rows(T), q);
       write(*be, b->k.first_rows(T), k);
       write(*be, b->v.first_rows(T), v);
-      be->set_step(in);
+      be->set_step(st.in);
       be->attention(0, b->q.first_rows(T), b->k.first_rows(T), b->v.first_rows(T), b->out.first_rows(T), ap);
     }
     diffs.push_back(rel_diff(read(*gpu, g.out.first_rows(T)), read(*cpu, c.out.first_rows(T))));

@@ -61,7 +61,6 @@ struct Both {
   double diff(const Pair& p) { return rel_diff(read(*gpu, p.g), read(*cpu, p.c)); }
 };
 
-using test::make_step;
 using test::Seq;
 
 // The fused ops (rms_norm_matmul, rms_norm_swiglu, matmul_add, ffn_swiglu) against their plain-op definitions
@@ -107,12 +106,10 @@ TEST_P(CudaFused, FusedOpsMatchPlainOps) {
     write(be, n.x, random_floats(size_t(R * D), 23, -2.f, 2.f));
     return n;
   };
-  std::vector<int32_t> tokens, positions, rows;
-  std::vector<StepSequence> ss;
-  const StepInputs in = make_step({{int32_t(R), 0, {}, -1}}, tokens, positions, ss, rows);
+  const test::Step st({{int32_t(R), 0, {}, -1}});
   // Runs the three ops, fused (the backend's overrides) or plain (Backend's defaults).
   auto run = [&](Backend& be, Net& n, bool fused) {
-    be.set_step(in);
+    be.set_step(st.in);
     Tensor qkv = n.qkv;
     Tensor ys[] = {qkv.cols_slice(0, Q), qkv.cols_slice(Q, KV), qkv.cols_slice(Q + KV, KV)};
     const Tensor ws[] = {n.wq, n.wk, n.wv};
@@ -186,11 +183,9 @@ TEST_P(CudaNorms, NormsAndElementwiseMatchCpu) {
   const auto xv = random_floats(R * C, 1, -3, 3), dv = random_floats(R * C, 2), wv = random_floats(C, 3, 0.5f, 1.5f);
   auto x = b.alloc(R, C, &xv), d = b.alloc(R, C, &dv), out = b.alloc(R, C);
   auto w = b.weight(1, C, wv);
-  std::vector<int32_t> tokens, positions, rows;
-  std::vector<StepSequence> ss;
-  const StepInputs in = make_step({{int32_t(R), 0, {}, -1}}, tokens, positions, ss, rows);
+  const test::Step st({{int32_t(R), 0, {}, -1}});
   b.both([&](Backend& be, bool g) {
-    be.set_step(in);
+    be.set_step(st.in);
     be.rms_norm(g ? x.g : x.c, g ? w.g : w.c, 1e-5f, g ? out.g : out.c);
   });
   EXPECT_LE(b.diff(out), 1e-6) << "rms_norm";
@@ -210,7 +205,7 @@ TEST_P(CudaNorms, NormsAndElementwiseMatchCpu) {
   EXPECT_LE(b.diff(d), 1e-7) << "scale + add_bias";
   // gather_output_rows with a subset of rows, in a new order.
   std::vector<int32_t> pick = {5, 0, 3};
-  const StepInputs in2{tokens, positions, ss, pick};
+  const StepInputs in2{st.tokens, st.positions, st.sequences, pick};
   auto picked = b.alloc(3, C);
   b.both([&](Backend& be, bool g) {
     be.set_step(in2);
@@ -334,13 +329,11 @@ TEST_P(CudaAttention, PagedPrefillThenDecodeMatchCpu) {
   auto [qnorm, knorm] = rig.head_norms(11);
   uint32_t seed = 100;
   for (int step = 0; step < 4; ++step) {
-    std::vector<int32_t> tokens, positions, rows;
-    std::vector<StepSequence> ss;
-    const StepInputs in = make_step(seqs, tokens, positions, ss, rows);
-    const int64_t T = int64_t(tokens.size());
+    const test::Step st(seqs);
+    const int64_t T = st.n_tokens();
     const AttentionRig::Rows r = rig.random_step(T, seed);
     b.both([&](Backend& be, bool g) {
-      be.set_step(in);
+      be.set_step(st.in);
       be.qk_norm_rope(g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, step % 2 ? nullptr : (g ? &qnorm.g : &qnorm.c),
                       step % 2 ? nullptr : (g ? &knorm.g : &knorm.c), 1e-6f, rig.ap, rig.rope);
       be.attention(1, g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, g ? r.v.g : r.v.c, g ? r.out.g : r.out.c, rig.ap);
@@ -361,16 +354,14 @@ TEST_P(CudaAttention, PagedPrefillThenDecodeMatchCpu) {
   RopeParams* rp = &rig.rope;
   b.both([&](Backend& be, bool) { be.shift_kv(1, blocks1, 30, 43, 20, rig.ap, rp); });
   seqs = {{1, 53, blocks1, -1}};
-  std::vector<int32_t> tokens, positions, rows;
-  std::vector<StepSequence> ss;
-  const StepInputs in = make_step(seqs, tokens, positions, ss, rows);
+  const test::Step st(seqs);
   const AttentionRig::Rows r = rig.rows(1);
   const auto kv = random_floats(size_t(rig.kv_dim), 998, -2, 2);
   rig.write_both(r.q, random_floats(size_t(rig.qd), 999, -2, 2));
   rig.write_both(r.k, kv);
   rig.write_both(r.v, kv);
   b.both([&](Backend& be, bool g) {
-    be.set_step(in);
+    be.set_step(st.in);
     be.attention(1, g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, g ? r.v.g : r.v.c, g ? r.out.g : r.out.c, rig.ap);
   });
   EXPECT_LE(b.diff(r.out), 2e-5) << "attention after a context shift";
@@ -393,14 +384,12 @@ TEST_P(CudaAttention, FusedDecodeLayerMatchesCpu) {
   auto [qnorm, knorm] = rig.head_norms(21);
   uint32_t seed = 300;
   for (int step = 0; step < 5; ++step) {
-    std::vector<int32_t> tokens, positions, rows;
-    std::vector<StepSequence> ss;
-    const StepInputs in = make_step(seqs, tokens, positions, ss, rows);
-    const int64_t T = int64_t(tokens.size());
+    const test::Step st(seqs);
+    const int64_t T = st.n_tokens();
     const AttentionRig::Rows r = rig.random_step(T, seed);
     const bool norms = step != 2;
     b.both([&](Backend& be, bool g) {
-      be.set_step(in);
+      be.set_step(st.in);
       be.qk_norm_rope_attention(1, g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, g ? r.v.g : r.v.c,
                                 norms ? (g ? &qnorm.g : &qnorm.c) : nullptr, norms ? (g ? &knorm.g : &knorm.c) : nullptr,
                                 1e-6f, rig.ap, rig.rope, g ? r.out.g : r.out.c);
@@ -430,13 +419,11 @@ TEST_P(CudaAttention, LongPromptMatchesCpu) {
                            {45, 0, std::vector<int32_t>(perm.begin() + 36, perm.begin() + 39), -1}};
   uint32_t seed = 500;
   for (int step = 0; step < 4; ++step) {
-    std::vector<int32_t> tokens, positions, rows;
-    std::vector<StepSequence> ss;
-    const StepInputs in = make_step(seqs, tokens, positions, ss, rows);
-    const int64_t T = int64_t(tokens.size());
+    const test::Step st(seqs);
+    const int64_t T = st.n_tokens();
     const AttentionRig::Rows r = rig.random_step(T, seed);
     b.both([&](Backend& be, bool g) {
-      be.set_step(in);
+      be.set_step(st.in);
       if (step >= 2) {
         be.qk_norm_rope_attention(0, g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, g ? r.v.g : r.v.c, nullptr, nullptr, 1e-6f,
                                   rig.ap, rig.rope, g ? r.out.g : r.out.c);
@@ -482,15 +469,13 @@ TEST(CudaOps, ShortConvOverSequencesAndStepsMatchesCpu) {
   std::vector<Seq> seqs = {{6, 0, {}, 3}, {1, 0, {}, 0}, {40, 0, {}, 4}};
   auto bcx = b.alloc(64, 3 * D), out = b.alloc(64, D);
   for (int step = 0; step < 4; ++step) {
-    std::vector<int32_t> tokens, positions, rows;
-    std::vector<StepSequence> ss;
-    const StepInputs in = make_step(seqs, tokens, positions, ss, rows);
-    const int64_t T = int64_t(tokens.size());
+    const test::Step st(seqs);
+    const int64_t T = st.n_tokens();
     const auto data = random_floats(size_t(T * 3 * D), 50 + step, -2, 2);
     Both::Pair x{bcx.c.first_rows(T), bcx.g.first_rows(T)}, o{out.c.first_rows(T), out.g.first_rows(T)};
     write(*b.cpu, x.c, data), write(*b.gpu, x.g, data);
     b.both([&](Backend& be, bool g) {
-      be.set_step(in);
+      be.set_step(st.in);
       be.short_conv(1, g ? x.g : x.c, g ? w.g : w.c, g ? o.g : o.c);
     });
     EXPECT_LE(b.diff(o), 1e-7) << "short conv, step " << step;
@@ -562,13 +547,11 @@ TEST_P(CudaShortConvFused, InProjWithConvEpilogueMatchesPlainOps) {
       {{1, 8, {}, 2}, {1, 5, {}, 3}},
   };
   for (size_t i = 0; i < steps.size(); ++i) {
-    std::vector<int32_t> tokens, positions, rows;
-    std::vector<StepSequence> ss;
-    const StepInputs in = make_step(steps[i], tokens, positions, ss, rows);
-    const int64_t T = int64_t(tokens.size());
+    const test::Step st(steps[i]);
+    const int64_t T = st.n_tokens();
     const auto xs = random_floats(size_t(T * D), 40 + uint32_t(i), -2.f, 2.f);
     auto run = [&](Net& n, bool use_fused) {
-      n.be->set_step(in);
+      n.be->set_step(st.in);
       Tensor x = n.x.first_rows(T), h = n.h.first_rows(T), bcx = n.bcx.first_rows(T), y = n.y.first_rows(T);
       write(*n.be, x, xs);
       if (use_fused) n.be->rms_norm_matmul_short_conv(x, n.norm, 1e-5f, h, n.in_proj, bcx, 1, n.conv, y);

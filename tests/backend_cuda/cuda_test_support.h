@@ -120,30 +120,34 @@ inline std::vector<int32_t> shuffled_blocks(int32_t n, uint32_t seed) {
   return perm;
 }
 
-// A step of these sequences (token ids arbitrary, positions n_past.., every row an output row);
-// the vectors hold what the returned StepInputs points to.
-inline StepInputs make_step(const std::vector<Seq>& seqs, std::vector<int32_t>& tokens, std::vector<int32_t>& positions,
-                     std::vector<StepSequence>& ss, std::vector<int32_t>& out_rows) {
-  tokens.clear();
-  positions.clear();
-  ss.clear();
-  out_rows.clear();
-  for (const auto& s : seqs) {
-    StepSequence x;
-    x.first_token = int32_t(tokens.size());
-    x.n_tokens = s.n_tokens;
-    x.n_past = s.n_past;
-    x.conv_slot = s.slot;
-    x.kv_blocks = s.blocks;
-    ss.push_back(x);
-    for (int32_t t = 0; t < s.n_tokens; ++t) {
-      out_rows.push_back(int32_t(tokens.size()));
-      tokens.push_back(int32_t(tokens.size()) % 7);
-      positions.push_back(s.n_past + t);
+// A step of these sequences (token ids arbitrary, positions n_past.., every row an output row):
+// `in` for set_step, and the vectors it points into, owned together (hence no copies).
+struct Step {
+  std::vector<int32_t> tokens, positions, out_rows;
+  std::vector<StepSequence> sequences;
+  StepInputs in;
+
+  explicit Step(const std::vector<Seq>& seqs) {
+    for (const auto& s : seqs) {
+      StepSequence x;
+      x.first_token = int32_t(tokens.size());
+      x.n_tokens = s.n_tokens;
+      x.n_past = s.n_past;
+      x.conv_slot = s.slot;
+      x.kv_blocks = s.blocks;
+      sequences.push_back(x);
+      for (int32_t t = 0; t < s.n_tokens; ++t) {
+        out_rows.push_back(int32_t(tokens.size()));
+        tokens.push_back(int32_t(tokens.size()) % 7);
+        positions.push_back(s.n_past + t);
+      }
     }
+    in = {tokens, positions, sequences, out_rows};
   }
-  return {tokens, positions, ss, out_rows};
-}
+  Step(const Step&) = delete;
+  Step& operator=(const Step&) = delete;
+  int64_t n_tokens() const { return int64_t(tokens.size()); }
+};
 
 inline bool is_cuda(Backend& b) { return b.name().rfind("cuda", 0) == 0; }
 
