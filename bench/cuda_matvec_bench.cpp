@@ -1,13 +1,13 @@
 // Decode matvec throughput on the GPU: for each weight type, the LFM2-1.2B FFN shapes and a
 // vocabulary-sized head, weight bytes streamed per second (the kernel's job is to run at HBM speed).
 // Several copies of each matrix are cycled so that the 60 MB L2 does not serve repeats.
-// A second table times the Q4_0 / Q8_0 fast kernel (matvec_quant_fast.h) against the general one on
-// the real decode shapes (LFM2-1.2B, Llama-3.2-1B, Qwen3-0.6B) with their fusions.
+// A second table times Q4_0 / Q8_0 with int8 activations (quant_kernels.h) against the same kernel
+// decoding to f32, on the real decode shapes (LFM2-1.2B, Llama-3.2-1B, Qwen3-0.6B) with their fusions.
 // A third table times the general kernel with the norm folded in against the same product without.
 // A fourth ("chain") replays the LFM2-1.2B decode step's products alone as one CUDA graph (PDL, as
 // the backend launches them), with and without a one-row rms_norm kernel after each: what the
 // chain of launches costs on top of the bytes, and what one small kernel adds to it.
-//   cera_bench_cuda_matvec [n_x_rows (default 1)] [reps (default 200)] [fast|norm|chain (only that table)]
+//   cera_bench_cuda_matvec [n_x_rows (default 1)] [reps (default 200)] [int8|norm|chain (only that table)]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -17,7 +17,6 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/matvec_quant_fast.h"
 #include "backend/cuda/ops.h"
 #include "backend/cuda/quant_kernels.h"
 #include "format/ggml_type.h"
@@ -86,13 +85,14 @@ std::vector<void*> make_copies(cera::GgmlType t, int64_t n_rows, int64_t k, cons
   return bufs;
 }
 
-// Fast kernel vs the general one (cuda::matvec with the fast path switched off) per shape.
-void bench_fast(int nx, int reps, const std::vector<float>& row, float* dx, float* dy, float* dnorm, cudaEvent_t e0,
+// Int8 activations vs f32 decode (cuda::matvec_int8_enable) per shape.
+void bench_int8(int nx, int reps, const std::vector<float>& row, float* dx, float* dy, float* dnorm, cudaEvent_t e0,
                 cudaEvent_t e1) {
   using cera::GgmlType;
-  std::printf("\nfast Q4_0/Q8_0 kernel (matvec_quant_fast) vs general (cuda::matvec), n_x_rows=%d\n", nx);
-  std::printf("%-6s %-22s %-13s %8s | %9s %7s %7s | %9s %7s %7s | %6s\n", "type", "shape", "n x k", "MB", "fast us",
-              "GB/s", "of 4TB", "gen us", "GB/s", "of 4TB", "speed");
+  std::printf("\nQ4_0/Q8_0 with int8 activations vs decoded to f32 (cuda::matvec), n_x_rows=%d\n", nx);
+  std::printf("%-6s %-22s %-13s %8s | %9s %7s %7s | %9s %7s %7s | %6s\n", "type", "shape", "n x k", "MB", "int8 us",
+              "GB/s", "of 4TB", "f32 us", "GB/s", "of 4TB", "speed");
+  const bool was_on = cera::cuda::matvec_int8_enabled();
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0}) {
     for (const FastShape& s : kFastShapes) {
       const size_t row_bytes = cera::ggml_row_bytes(t, s.k);
@@ -102,29 +102,24 @@ void bench_fast(int nx, int reps, const std::vector<float>& row, float* dx, floa
       f.out = s.out;
       if (s.norm) f.norm_w = dnorm, f.norm_eps = 1e-5f;
       const int64_t ys = s.n_rows;
-      bool ok = true;
-      const double fast = time_calls(bufs, reps, e0, e1, [&](void* w) {
-        ok = ok && cera::cuda::matvec_quant_fast(t, w, s.n_rows, s.k, row_bytes, dx, s.k, nx, dy, ys, nullptr, f);
-      });
-      cera::cuda::matvec_quant_fast_enable(false);
-      const double gen = time_calls(bufs, reps, e0, e1, [&](void* w) {
+      auto run = [&](void* w) {
         cera::cuda::matvec(t, w, s.n_rows, s.k, row_bytes, dx, s.k, nx, dy, ys, nullptr, f);
-      });
-      cera::cuda::matvec_quant_fast_enable(true);
+      };
+      cera::cuda::matvec_int8_enable(true);
+      const double i8 = time_calls(bufs, reps, e0, e1, run);
+      cera::cuda::matvec_int8_enable(false);
+      const double f32 = time_calls(bufs, reps, e0, e1, run);
       CHECK(cudaGetLastError());
       char shape[32];
       std::snprintf(shape, sizeof shape, "%lldx%lld", (long long)s.n_rows, (long long)s.k);
-      const double gf = double(bytes) / fast / 1e9, gg = double(bytes) / gen / 1e9;
-      if (!ok) std::printf("%-6s %-22s %-13s  (fast kernel refused this shape)\n", std::string(cera::ggml_type_name(t)).c_str(),
-                           s.name, shape);
-      else
-        std::printf("%-6s %-22s %-13s %8.2f | %9.2f %7.0f %6.1f%% | %9.2f %7.0f %6.1f%% | %5.2fx\n",
-                    std::string(cera::ggml_type_name(t)).c_str(), s.name, shape, double(bytes) / 1e6, fast * 1e6, gf,
-                    100.0 * gf * 1e9 / kPeakBytesPerSec, gen * 1e6, gg, 100.0 * gg * 1e9 / kPeakBytesPerSec,
-                    gen / fast);
+      const double gi = double(bytes) / i8 / 1e9, gf = double(bytes) / f32 / 1e9;
+      std::printf("%-6s %-22s %-13s %8.2f | %9.2f %7.0f %6.1f%% | %9.2f %7.0f %6.1f%% | %5.2fx\n",
+                  std::string(cera::ggml_type_name(t)).c_str(), s.name, shape, double(bytes) / 1e6, i8 * 1e6, gi,
+                  100.0 * gi * 1e9 / kPeakBytesPerSec, f32 * 1e6, gf, 100.0 * gf * 1e9 / kPeakBytesPerSec, f32 / i8);
       for (auto b : bufs) CHECK(cudaFree(b));
     }
   }
+  cera::cuda::matvec_int8_enable(was_on);
 }
 
 // The norm folded into the general kernel (MatvecFusion::norm_w) against the same product without
@@ -136,8 +131,6 @@ void bench_norm_fold(int nx, int reps, const std::vector<float>& row, float* dx,
   std::printf("\nnorm folded into the general kernel vs without it, n_x_rows=%d\n", nx);
   std::printf("%-6s %-22s %-13s %8s | %9s %6s | %9s %6s\n", "type", "shape", "n x k", "MB", "plain us", "of 4TB",
               "+norm us", "of 4TB");
-  const bool fast_was_on = cera::cuda::matvec_quant_fast_enabled();
-  cera::cuda::matvec_quant_fast_enable(false);
   for (GgmlType t : {GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K}) {
     for (const FastShape& s : kFastShapes) {
       if (!s.norm || s.n_rows > 16384) continue;
@@ -163,7 +156,6 @@ void bench_norm_fold(int nx, int reps, const std::vector<float>& row, float* dx,
       for (auto b : bufs) CHECK(cudaFree(b));
     }
   }
-  cera::cuda::matvec_quant_fast_enable(fast_was_on);
 }
 
 // The LFM2-1.2B shape's decode products (16 layers of in_proj 3·2048, out 2048, [gate; up] 2·8192
@@ -185,12 +177,19 @@ void bench_chain(int nx, int reps, float* dx, float* dy, float* dnorm, cudaEvent
   }
   step.push_back({65536, 2048, Out::Store, true});
   std::printf("\nchain: the LFM2-1.2B decode step's %zu products as one CUDA graph, n_x_rows=%d\n", step.size(), nx);
-  std::printf("%-6s %-34s %9s %10s %7s %10s\n", "type", "variant", "MB", "us/step", "of 4TB", "us/kernel+");
+  std::printf("%-9s %-34s %9s %10s %7s %10s\n", "type", "variant", "MB", "us/step", "of 4TB", "us/kernel+");
   cudaStream_t st;
   CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  const bool fast_was_on = cera::cuda::matvec_quant_fast_enabled();
-  cera::cuda::matvec_quant_fast_enable(false);
-  for (GgmlType t : {GgmlType::BF16, GgmlType::Q4_0}) {
+  const bool int8_was_on = cera::cuda::matvec_int8_enabled();
+  // Q4_0 with int8 activations folds the norm as the backend does; decoded to f32 it does not.
+  const struct {
+    GgmlType t;
+    bool int8;
+  } configs[] = {{GgmlType::BF16, false}, {GgmlType::Q4_0, true}, {GgmlType::Q4_0, false}};
+  for (const auto& cfg : configs) {
+    const GgmlType t = cfg.t;
+    cera::cuda::matvec_int8_enable(cfg.int8);
+    const bool fold = t == GgmlType::BF16 || cfg.int8;
     std::vector<void*> ws;
     size_t total = 0;
     for (const Product& p : step) {
@@ -211,7 +210,7 @@ void bench_chain(int nx, int reps, float* dx, float* dy, float* dnorm, cudaEvent
         cera::cuda::MatvecFusion f;
         f.out = p.out;
         f.early_weights = early;
-        if (p.norm && t == GgmlType::BF16) f.norm_w = dnorm, f.norm_eps = 1e-5f;
+        if (p.norm && fold) f.norm_w = dnorm, f.norm_eps = 1e-5f;
         cera::cuda::matvec(t, ws[i], p.n_rows, p.k, cera::ggml_row_bytes(t, p.k), dx, p.k, nx, dy, p.n_rows, st, f);
         if (spacer)
           cera::cuda::rms_norm(dx, 8192, nullptr, 0, dnorm, 1e-5f, dx + 4096, 8192, nx, 2048, st);
@@ -230,7 +229,8 @@ void bench_chain(int nx, int reps, float* dx, float* dy, float* dnorm, cudaEvent
       if (variant == 0) base_us = us;
       const char* names[] = {"products (early weights)", "products (weights after the wait)",
                              "products + a 1-row rms_norm after each"};
-      std::printf("%-6s %-34s %9.1f %10.1f %6.1f%% %10.2f\n", std::string(cera::ggml_type_name(t)).c_str(),
+      const std::string type_name = std::string(cera::ggml_type_name(t)) + (cfg.int8 ? " i8" : "");
+      std::printf("%-9s %-34s %9.1f %10.1f %6.1f%% %10.2f\n", type_name.c_str(),
                   names[variant], double(total) / 1e6, us, 100.0 * double(total) / (us * 1e-6) / kPeakBytesPerSec,
                   variant == 2 ? (us - base_us) / double(step.size()) : 0.0);
       CHECK(cudaGraphExecDestroy(ge));
@@ -238,7 +238,7 @@ void bench_chain(int nx, int reps, float* dx, float* dy, float* dnorm, cudaEvent
     }
     for (void* w : ws) CHECK(cudaFree(w));
   }
-  cera::cuda::matvec_quant_fast_enable(fast_was_on);
+  cera::cuda::matvec_int8_enable(int8_was_on);
   CHECK(cudaStreamDestroy(st));
 }
 
@@ -248,7 +248,7 @@ int main(int argc, char** argv) {
   using cera::GgmlType;
   const int nx = argc > 1 ? std::atoi(argv[1]) : 1;
   const int reps = argc > 2 ? std::atoi(argv[2]) : 200;
-  const std::string only = argc > 3 ? argv[3] : "";  // "fast", "norm" or "chain": only that table
+  const std::string only = argc > 3 ? argv[3] : "";  // "int8", "norm" or "chain": only that table
   cudaDeviceProp prop{};
   if (!first_cuda_device(prop)) return 0;
   std::printf("%s, %d SMs, L2 %d MB; n_x_rows=%d, %d reps; GB/s = weight bytes / time\n", prop.name,
@@ -299,7 +299,7 @@ int main(int argc, char** argv) {
       for (auto b : bufs) CHECK(cudaFree(b));
     }
   }
-  if (only.empty() || only == "fast") bench_fast(nx, reps, row, dx, dy, dnorm, e0, e1);
+  if (only.empty() || only == "int8") bench_int8(nx, reps, row, dx, dy, dnorm, e0, e1);
   if (only.empty() || only == "norm") bench_norm_fold(nx, reps, row, dx, dy, dnorm, e0, e1);
   if (only.empty() || only == "chain") bench_chain(nx, reps, dx, dy, dnorm, e0, e1);
   CHECK(cudaGetLastError());

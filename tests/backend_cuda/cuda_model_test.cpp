@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "backend/cuda/matvec_quant_fast.h"
 #include "cera/engine.h"
 #include "cuda_test_support.h"
 #include "support/fixture_parity.h"
@@ -123,10 +122,10 @@ int32_t argmax(std::span<const float> v) { return int32_t(std::max_element(v.beg
 // (1.1 x llama.cpp's BF16 row, relative to the logits' rms). For quantized files the CPU reference
 // computes the file's weights dequantized to F32: the CPU's quantized path rounds activations to
 // 8 bits as llama.cpp does (0.1 x rms away on Q4_K_M), CUDA does not, so only exact weights make a
-// reference whose own error is below the tolerance. The int8-activation decode kernel for Q4_0/Q8_0
-// (matvec_quant_fast) rounds activations like the CPU's quantized path, so it is off here: this
-// test checks the arithmetic against exact weights; that kernel is checked against its exact
-// reference (MatvecQuantFast.*) and, end to end, by the fixture criteria above.
+// reference whose own error is below the tolerance. The Q4_0/Q8_0 decode products' int8 activations
+// (quant_kernels.h) round like the CPU's quantized path, so they are off here: this test checks the
+// arithmetic against exact weights; the int8 path is checked against its exact reference
+// (MatvecInt8.*) and, end to end, by the fixture criteria above.
 // "default" is the committed models/default.gguf.
 class CudaGreedy : public ::testing::TestWithParam<std::pair<const char*, const char*>> {};
 
@@ -135,11 +134,7 @@ TEST_P(CudaGreedy, ContinuationMatchesCpu) {
   const std::string model = GetParam().first, type = GetParam().second;
   const std::string path = model_path(model, type);
   const bool is_float = type == "BF16" || type == "F16" || type == "F32";
-  struct FastKernelOff {
-    bool was = cuda::matvec_quant_fast_enabled();
-    FastKernelOff() { cuda::matvec_quant_fast_enable(false); }
-    ~FastKernelOff() { cuda::matvec_quant_fast_enable(was); }
-  } fast_off;
+  test::MatvecInt8Scope int8_off(false);
   auto gpu = load(path, "cuda");
   auto cpu = load(is_float ? path : test::dequantized_f32_copy(path), "cpu");
   const auto prompts = prompts_for(model, *cpu);

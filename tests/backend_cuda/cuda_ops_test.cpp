@@ -13,7 +13,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/matvec_quant_fast.h"
+#include "backend/cuda/quant_kernels.h"
 #include "format/ggml_type.h"
 #include "format/quant.h"
 #include "cuda_test_support.h"
@@ -129,15 +129,16 @@ TEST_P(CudaFused, FusedOpsMatchPlainOps) {
     return std::tuple{q, o, x, read(be, n.x)};
   };
   Net fused_net = make(*gpu), plain_net = make(*gpu);
-  // Q4_0/Q8_0 decode products may take the int8-activation kernel (matvec_quant_fast, tested
-  // exactly against its own reference): first without it, where fused and plain run the same
-  // arithmetic, then with it, where x' is rounded to 8 bits (≈ 5e-3 here; a wiring error is ≥ 0.1).
-  const bool int8_path = (type == GgmlType::Q4_0 || type == GgmlType::Q8_0) && R <= 2;
-  const bool fast_was_on = cuda::matvec_quant_fast_enabled();
-  if (int8_path) cuda::matvec_quant_fast_enable(false);
+  // Q4_0/Q8_0 decode products round x' to int8 (quant_kernels.h; tested exactly against its own
+  // reference in matvec_int8_test.cpp): first without it, where fused and plain run the same
+  // arithmetic, then with it, where the fused and the plain path round different x' (norm_w ⊙ x
+  // against the normalized x) to 8 bits (≈ 5e-3 here; a wiring error is ≥ 0.1).
+  const bool int8_path = type == GgmlType::Q4_0 || type == GgmlType::Q8_0;
+  const bool int8_was_on = cuda::matvec_int8_enabled();
+  if (int8_path) cuda::matvec_int8_enable(false);
   const auto [q1, o1, x1, f1] = run(*gpu, fused_net, true);
   const auto [q2, o2, x2, f2] = run(*gpu, plain_net, false);
-  cuda::matvec_quant_fast_enable(fast_was_on);
+  cuda::matvec_int8_enable(int8_was_on);
   EXPECT_LE(rel_diff(q1, q2), 2e-6) << "rms_norm_matmul (q|k|v)";
   EXPECT_LE(rel_diff(o1, o2), 2e-6) << "rms_norm_swiglu";
   EXPECT_LE(rel_diff(x1, x2), 2e-6) << "matmul_add";

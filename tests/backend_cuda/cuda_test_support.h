@@ -17,6 +17,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/quant_kernels.h"
 #include "format/ggml_type.h"
 #include "format/quant.h"
 
@@ -187,5 +188,15 @@ inline double rel_diff(const std::vector<float>& a, const std::vector<float>& b)
   }
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
+
+// Q4_0/Q8_0 matvecs with int8 activations on or off for a scope (cuda::matvec_int8_enable), then
+// as before: tests of the f32 arithmetic against exact weights turn it off.
+struct MatvecInt8Scope {
+  bool was = cuda::matvec_int8_enabled();
+  explicit MatvecInt8Scope(bool on) { cuda::matvec_int8_enable(on); }
+  ~MatvecInt8Scope() { cuda::matvec_int8_enable(was); }
+  MatvecInt8Scope(const MatvecInt8Scope&) = delete;
+  MatvecInt8Scope& operator=(const MatvecInt8Scope&) = delete;
+};
 
 }  // namespace cera::test

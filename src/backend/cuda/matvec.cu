@@ -25,13 +25,14 @@
 // before it waits for the previous kernel (pdl.h), so the weight stream does not stop between
 // kernels.
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <string>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/dequant_block.cuh"
 #include "backend/cuda/device_attribute.h"
-#include "backend/cuda/matvec_quant_fast.h"
+#include "backend/cuda/int8_dot.cuh"
 #include "backend/cuda/pdl.h"
 #include "backend/cuda/quant_kernels.h"
 #include "cera/error.h"
@@ -49,33 +50,38 @@ constexpr int kMaxWarps = 8;
 constexpr int kConvRows = 6;
 constexpr int kMaxConvLen = 4;
 
-template <GgmlType T, int NX = 1>
+template <GgmlType T, int NX = 1, bool kI8 = false>
 struct MatvecShape {
   static constexpr bool kFloat = kIsFloat<T>;
+  // kI8: int8 activations (int8_dot.cuh), a lane pair takes a 32-element block of each row per tile.
+  static_assert(!kI8 || detail::kHasInt8Dot<T>, "int8 activations exist for Q4_0 and Q8_0 only");
   // Weight rows per block: each x slice a lane loads is reused for all of them, and a block keeps
   // R rows' loads in flight per warp. x (f32, read by every block) costs L1 bandwidth per weight
   // byte in inverse proportion. Float rows on the H200: 8 instead of 4 took the LFM2-1.2B BF16 decode
   // products, replayed as one graph, from 760 to 671 µs (80 → 90 % of 4 TB/s;
   // cera_bench_cuda_matvec chain), 4 instead of 2 gained 5-7 % before; with 3-4 rows of x they stay
-  // at 4 and with 5-8 at 2 (more would spill registers). Quant rows are bound by their decode
-  // arithmetic, where 8 rows measured no better than 4.
-  static constexpr int kRows = !kFloat ? 4 : NX <= 2 ? 8 : NX <= 4 ? 4 : 2;
+  // at 4 and with 5-8 at 2 (more would spill registers). Quant rows decoded to f32: 4, bound by
+  // their decode arithmetic, where 8 rows measured no better. Int8 rows as float rows: each x
+  // slice (f32, the largest L1 traffic of a quant tile) then serves 8 rows (H200, LFM2-1.2B Q4_0
+  // [gate; up] alone: 13.1 µs against 15.9 decoded to f32). A lane pair shares a block: a lane
+  // owning a whole block of 8 rows took ~230 registers and ran the decode step 10 % slower.
+  static constexpr int kRows = !kFloat && !kI8 ? 4 : NX <= 2 ? 8 : NX <= 4 ? 4 : 2;
   static_assert(kRows != kConvRows, "the kernel tells the short-conv launch by its row count");
   static constexpr int kChunksPerLane = kFloat ? 1 : 2;  // 8-element chunks per lane per row per tile
-  static constexpr int kTile = 256 * kChunksPerLane;     // elements of a row per warp step
+  static constexpr int kTile = 256 * kChunksPerLane;  // elements of a row per warp step
 };
 
-template <GgmlType T>
+template <GgmlType T, int kTile>
 struct Stage {  // geometry of one row's staged tile (quant types)
-  static constexpr int kTileBytes = MatvecShape<T>::kTile / Block<T>::kElems * Block<T>::kBytes;
+  static constexpr int kTileBytes = kTile / Block<T>::kElems * Block<T>::kBytes;
   static constexpr int kVecs = (kTileBytes + 15) / 16 + 1;  // +1: the row may start mid-vector
   static constexpr int kSlot = kVecs * 16;
 };
 
-template <GgmlType T>
+template <GgmlType T, int kTile>
 constexpr int stage_slot() {  // staged bytes per row; float rows are not staged
   if constexpr (kIsFloat<T>) return 0;
-  else return Stage<T>::kSlot;
+  else return Stage<T, kTile>::kSlot;
 }
 
 // Streamed once: keep it out of L1 so x stays there.
@@ -155,6 +161,32 @@ __device__ __forceinline__ void load_x8(const float* x, int64_t x_stride, int64_
   }
 }
 
+// A lane's half of block x[e..e+32) of one row (int8_dot.cuh: elements 8h..8h+7, 16+8h..16+8h+7),
+// zeros where !valid; with the norm, Σx² of it is added to ssq and it is returned multiplied by
+// norm_w (nw = norm_w + e).
+template <bool kNorm>
+__device__ __forceinline__ void load_x16(const float* x, int half, bool valid, bool x_vec, const float* nw,
+                                         float v[16], float& ssq) {
+  if (!valid) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j) v[j] = 0.0f;
+    return;
+  }
+  load8(x + 8 * half, x_vec, v);
+  load8(x + 16 + 8 * half, x_vec, v + 8);
+  if constexpr (kNorm) {
+    const bool nw_vec = x_vec && reinterpret_cast<uintptr_t>(nw) % 16 == 0;
+    float n[16];
+    load8(nw + 8 * half, nw_vec, n);
+    load8(nw + 16 + 8 * half, nw_vec, n + 8);
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      ssq = fmaf(v[j], v[j], ssq);
+      v[j] *= n[j];
+    }
+  }
+}
+
 // Eight float weights from the raw 16-byte vectors of a float row (exact conversions).
 template <GgmlType T>
 __device__ __forceinline__ void float_chunk(const uint4* raw, float w[8]) {
@@ -180,12 +212,12 @@ __device__ __forceinline__ void float_chunk(const uint4* raw, float w[8]) {
 // every SM from the first instruction. kNorm: the rms norm of x is folded in (see the top).
 // R: weight rows per block (MatvecShape::kRows; kConvRows with the short-conv epilogue, which needs
 // a channel's B, C and X rows together).
-template <GgmlType T, int NX, bool kNorm, int R>
+template <GgmlType T, int NX, bool kNorm, int R, bool kI8>
 __global__ void __launch_bounds__(kMaxWarps * 32)
     matvec_kernel(const uint8_t* __restrict__ w, int64_t n_rows, int64_t k, size_t row_bytes,
                   const float* __restrict__ x, int64_t x_stride, bool x_vec, float* __restrict__ y,
                   int64_t y_stride, Fusion f) {
-  using S = MatvecShape<T, NX>;
+  using S = MatvecShape<T, NX, kI8>;
   extern __shared__ uint4 smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
   const bool glu = f.out == int(MatvecFusion::Out::SwiGLU);
@@ -196,7 +228,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   const int per_group = R / parts;       // outputs per block
 
   // Shared memory: the warps' stages, the reduction, then (norm) the Σx² reduction.
-  float* red = reinterpret_cast<float*>(smem) + size_t(n_warps) * R * stage_slot<T>() / sizeof(float);
+  float* red = reinterpret_cast<float*>(smem) + size_t(n_warps) * R * stage_slot<T, S::kTile>() / sizeof(float);
   float* red_ss = red + size_t(n_warps) * R * NX;
   float ssq[NX];  // this lane's share of Σx² (kNorm)
 #pragma unroll
@@ -291,72 +323,110 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
       }
     } else {
       using B = Block<T>;
-      using G = Stage<T>;
-      // The R rows' staged tiles lie back to back in the warp's stage, kVecs 16-byte vectors each,
-      // so linear vector i of the tile goes to stage vector i: row i / kVecs, vector i % kVecs.
-      constexpr int kLin = (R * G::kVecs + 31) / 32;
+      using G = Stage<T, S::kTile>;
+      // The R rows' staged tiles lie back to back in the warp's stage, kVecs 16-byte vectors each.
       uint8_t* stage = reinterpret_cast<uint8_t*>(smem) + size_t(warp) * R * G::kSlot;
       const int64_t data_bytes = k / B::kElems * B::kBytes;
-      // Issues the loads of `tile` into raw; returns which of them hold bytes of the rows.
-      auto fetch = [&](int64_t tile, uint4 (&raw)[kLin]) {
-        const int64_t off = tile * G::kTileBytes;
-        const int64_t bytes = data_bytes - off < G::kTileBytes ? data_bytes - off : G::kTileBytes;
-        uint32_t valid = 0;
+      // The products of one staged tile into acc.
+      auto compute = [&](int64_t tile, const uint8_t* tile_stage) {
+        const int64_t e_tile = tile * S::kTile, off = tile * G::kTileBytes;
+        if constexpr (kI8) {
+          // Lane pair = block of the tile (int8_dot.cuh): x rounded to int8 once, for all R rows.
+          const int half = lane & 1, blk = lane >> 1;
+          const int64_t e = e_tile + 32 * blk;
+          const bool valid = e < k;  // k is a multiple of 32: both halves of a block or neither
+          detail::XHalfI8 xq[NX];
 #pragma unroll
-        for (int m = 0; m < kLin; ++m) {
-          const int i = lane + 32 * m, r = i / G::kVecs, v = i - r * G::kVecs;
-          if (r < R) {
-            const uintptr_t a = reinterpret_cast<uintptr_t>(rows[r] + off);
-            if (v < ((a & 15) + bytes + 15) >> 4) {
-              raw[m] = ld_stream(reinterpret_cast<const uint4*>(a & ~uintptr_t(15)) + v);
-              valid |= 1u << m;
+          for (int t = 0; t < NX; ++t) {
+            float v[16];
+            load_x16<kNorm>(x + t * x_stride + e, half, valid, x_vec, f.norm_w + (kNorm ? e : 0), v, ssq[t]);
+            detail::quantize_x16(v, xq[t]);  // every lane: the pair exchanges its max
+          }
+          if (valid)
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+              const int phase = int(reinterpret_cast<uintptr_t>(rows[r] + off) & 15);
+              const uint8_t* b = tile_stage + r * G::kSlot + phase + blk * B::kBytes;
+              const float dw = detail::f16_bits_to_float(b);
+#pragma unroll
+              for (int t = 0; t < NX; ++t)
+                acc[r][t] = fmaf(float(detail::HalfBlockI8<T>::dot(b, half, xq[t])), __fmul_rn(dw, xq[t].d),
+                                 acc[r][t]);
+            }
+        } else {
+#pragma unroll
+          for (int u = 0; u < S::kChunksPerLane; ++u) {
+            const int c = lane + 32 * u;  // chunk within the tile
+            const int64_t e = e_tile + 8 * c;
+            if (e >= k) continue;
+            float xv[NX][8];
+            load_x8<NX, kNorm>(x, x_stride, e, x_vec, f.norm_w, xv, ssq);
+            float xsum[NX];
+            if constexpr (B::kHasBias) {
+#pragma unroll
+              for (int t = 0; t < NX; ++t)
+                xsum[t] = ((xv[t][0] + xv[t][1]) + (xv[t][2] + xv[t][3])) +
+                          ((xv[t][4] + xv[t][5]) + (xv[t][6] + xv[t][7]));
+            }
+            const int blk = (8 * c) / B::kElems, part = ((8 * c) % B::kElems) / 8;
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+              const int phase = int(reinterpret_cast<uintptr_t>(rows[r] + off) & 15);
+              Chunk8 ch;
+              B::decode(tile_stage + r * G::kSlot + phase + blk * B::kBytes, part, ch);
+#pragma unroll
+              for (int t = 0; t < NX; ++t) {
+                float s = 0.0f;
+#pragma unroll
+                for (int j = 0; j < 8; ++j) s = fmaf(ch.q[j], xv[t][j], s);
+                acc[r][t] = fmaf(ch.scale, s, acc[r][t]);
+                if constexpr (B::kHasBias) acc[r][t] = fmaf(ch.bias, xsum[t], acc[r][t]);
+              }
             }
           }
         }
-        return valid;
       };
-      // Software pipeline: the next tile's loads are in flight while this tile is decoded.
-      uint4 raw[kLin];
+      // One tile at a time through registers, the next tile's loads in flight while this one is
+      // decoded. (Staging up to 4 tiles per warp at once with cp.async measured slower on the H200:
+      // LFM2-1.2B Q4_0 tg128 1,320 against 1,430, Q4_K_M 920-973 against 1,042-1,048.)
       if (!f.early_weights) wait_for_inputs();
-      uint32_t valid = warp < n_tiles ? fetch(warp, raw) : 0;
-      wait_for_inputs();
-      for (int64_t tile = warp; tile < n_tiles; tile += n_warps) {
-#pragma unroll
-        for (int m = 0; m < kLin; ++m)
-          if (valid >> m & 1) reinterpret_cast<uint4*>(stage)[lane + 32 * m] = raw[m];
-        __syncwarp();
-        if (tile + n_warps < n_tiles) valid = fetch(tile + n_warps, raw);
-        const int64_t e_tile = tile * S::kTile, off = tile * G::kTileBytes;
-#pragma unroll
-        for (int u = 0; u < S::kChunksPerLane; ++u) {
-          const int c = lane + 32 * u;  // chunk within the tile
-          const int64_t e = e_tile + 8 * c;
-          if (e >= k) continue;
-          float xv[NX][8];
-          load_x8<NX, kNorm>(x, x_stride, e, x_vec, f.norm_w, xv, ssq);
-          float xsum[NX];
-          if constexpr (B::kHasBias) {
-#pragma unroll
-            for (int t = 0; t < NX; ++t)
-              xsum[t] = ((xv[t][0] + xv[t][1]) + (xv[t][2] + xv[t][3])) + ((xv[t][4] + xv[t][5]) + (xv[t][6] + xv[t][7]));
-          }
-          const int blk = (8 * c) / B::kElems, part = ((8 * c) % B::kElems) / 8;
+      {
+        constexpr int kPerLane = (G::kVecs + 31) / 32;
+        static_assert(R * kPerLane <= 32, "the valid mask has 32 bits");
+        uint4 raw[R][kPerLane];
+        auto fetch_regs = [&](int64_t tile) {
+          const int64_t off = tile * G::kTileBytes;
+          const int64_t bytes = data_bytes - off < G::kTileBytes ? data_bytes - off : G::kTileBytes;
+          uint32_t valid = 0;
 #pragma unroll
           for (int r = 0; r < R; ++r) {
-            const int phase = int(reinterpret_cast<uintptr_t>(rows[r] + off) & 15);
-            Chunk8 ch;
-            B::decode(stage + r * G::kSlot + phase + blk * B::kBytes, part, ch);
+            const uintptr_t a = reinterpret_cast<uintptr_t>(rows[r] + off);
+            const int n_vec = int(((a & 15) + bytes + 15) >> 4);
 #pragma unroll
-            for (int t = 0; t < NX; ++t) {
-              float s = 0.0f;
-#pragma unroll
-              for (int j = 0; j < 8; ++j) s = fmaf(ch.q[j], xv[t][j], s);
-              acc[r][t] = fmaf(ch.scale, s, acc[r][t]);
-              if constexpr (B::kHasBias) acc[r][t] = fmaf(ch.bias, xsum[t], acc[r][t]);
+            for (int q = 0; q < kPerLane; ++q) {
+              const int v = lane + 32 * q;
+              if (v < G::kVecs && v < n_vec) {
+                raw[r][q] = ld_stream(reinterpret_cast<const uint4*>(a & ~uintptr_t(15)) + v);
+                valid |= 1u << (r * kPerLane + q);
+              }
             }
           }
+          return valid;
+        };
+        uint32_t valid = warp < n_tiles ? fetch_regs(warp) : 0;
+        wait_for_inputs();
+        for (int64_t tile = warp; tile < n_tiles; tile += n_warps) {
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int q = 0; q < kPerLane; ++q)
+              if (valid >> (r * kPerLane + q) & 1)
+                reinterpret_cast<uint4*>(stage + r * G::kSlot)[lane + 32 * q] = raw[r][q];
+          __syncwarp();
+          if (tile + n_warps < n_tiles) valid = fetch_regs(tile + n_warps);
+          compute(tile, stage);
+          __syncwarp();  // the stage is overwritten by the next tile
         }
-        __syncwarp();  // the stage is overwritten by the next tile
       }
     }
 
@@ -480,10 +550,10 @@ bool float_rows_aligned(const void* w, size_t row_bytes, int64_t k) {
 
 int sm_count() { return current_device_attribute(cudaDevAttrMultiProcessorCount); }
 
-template <GgmlType T, int NX, int R>
+template <GgmlType T, int NX, int R, bool kI8 = false>
 void launch_nx(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const float* x, int64_t x_stride,
                float* y, int64_t y_stride, cudaStream_t stream, const Fusion& f) {
-  using S = MatvecShape<T, NX>;
+  using S = MatvecShape<T, NX, kI8>;
   const int64_t n_tiles = (k + S::kTile - 1) / S::kTile;
   const int parts = f.out == int(MatvecFusion::Out::SwiGLU) ? 2 : f.out == int(MatvecFusion::Out::ShortConv) ? 3 : 1;
   const int64_t out_per_group = R / parts;
@@ -497,32 +567,47 @@ void launch_nx(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const
     while (wq < warps && blocks * wq < want) wq *= 2;
     warps = std::min(wq, warps);
   }
-  const size_t smem = size_t(warps) * (R * (NX * sizeof(float) + stage_slot<T>()) + NX * sizeof(float));
+  const size_t smem = size_t(warps) * (R * (NX * sizeof(float) + stage_slot<T, S::kTile>()) + NX * sizeof(float));
   const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && x_stride % 4 == 0;
-  auto kernel = f.norm_w ? matvec_kernel<T, NX, true, R> : matvec_kernel<T, NX, false, R>;
+  auto kernel = f.norm_w ? matvec_kernel<T, NX, true, R, kI8> : matvec_kernel<T, NX, false, R, kI8>;
   launch_pdl(kernel, dim3(unsigned(blocks)), dim3(unsigned(warps * 32)), smem, stream,
              static_cast<const uint8_t*>(w), n_rows, k, row_bytes, x, x_stride, x_vec, y, y_stride, f);
 }
 
-template <GgmlType T>
-void launch(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const float* x, int64_t x_stride,
-            int32_t n_x_rows, float* y, int64_t y_stride, cudaStream_t stream, const Fusion& f) {
-  if constexpr (kIsFloat<T>) {
-    if (!float_rows_aligned(w, row_bytes, k)) {
-      constexpr int kWarps = 4;
-      const int64_t n_out = f.out == int(MatvecFusion::Out::SwiGLU) ? n_rows / 2 : n_rows;
-      launch_pdl(matvec_float_fallback_kernel<T>, dim3(unsigned((n_out + kWarps - 1) / kWarps)), dim3(kWarps * 32), 0,
-                 stream, static_cast<const uint8_t*>(w), n_rows, k, row_bytes, x, x_stride, n_x_rows, y, y_stride, f);
-      return;
-    }
-  }
+std::atomic<int>& int8_flag() {
+  static std::atomic<int> flag{[] {
+    const char* v = std::getenv("CERA_MATVEC_INT8");
+    return v && std::string(v) == "0" ? 0 : 1;
+  }()};
+  return flag;
+}
+
+template <GgmlType T, bool kI8>
+void launch_rows(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const float* x, int64_t x_stride,
+                 int32_t n_x_rows, float* y, int64_t y_stride, cudaStream_t stream, const Fusion& f) {
   if (f.out == int(MatvecFusion::Out::ShortConv)) {
     static_assert(kMaxShortConvMatvecRows == 2);
-    if (n_x_rows == 1) return launch_nx<T, 1, kConvRows>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream, f);
-    return launch_nx<T, 2, kConvRows>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream, f);
+    if (n_x_rows == 1)
+      return launch_nx<T, 1, kConvRows, kI8>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream, f);
+    return launch_nx<T, 2, kConvRows, kI8>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream, f);
   }
-#define CERA_NX(N) \
-  case N: return launch_nx<T, N, MatvecShape<T, N>::kRows>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream, f);
+  if constexpr (kI8) {
+    // 8 int8 rows per block halve the blocks of a small matrix: below one block per SM take 4.
+    // H200, tg128: LFM2-1.2B Q4_0 1,395-1,406 with 8 rows everywhere, 1,240-1,256 with 4 for
+    // its 2048-row products too (256 blocks of 8); Qwen3-0.6B Q4_0 (k/v, o and down have 1024
+    // rows) 917-936 with 8 everywhere against 944-956 decoded to f32.
+    const int parts = f.out == int(MatvecFusion::Out::SwiGLU) ? 2 : 1;
+    const int64_t blocks8 = (n_rows / parts + 8 / parts - 1) / (8 / parts);
+    if (n_x_rows <= 2 && blocks8 < int64_t(sm_count())) {
+      static_assert(MatvecShape<T, 1, kI8>::kRows == 8 && MatvecShape<T, 2, kI8>::kRows == 8);
+      if (n_x_rows == 1) return launch_nx<T, 1, 4, kI8>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream, f);
+      return launch_nx<T, 2, 4, kI8>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream, f);
+    }
+  }
+#define CERA_NX(N)                                                                                              \
+  case N:                                                                                                       \
+    return launch_nx<T, N, MatvecShape<T, N, kI8>::kRows, kI8>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, \
+                                                               stream, f);
   switch (n_x_rows) {
     CERA_NX(1)
     CERA_NX(2)
@@ -537,7 +622,32 @@ void launch(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const fl
 #undef CERA_NX
 }
 
+template <GgmlType T>
+void launch(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const float* x, int64_t x_stride,
+            int32_t n_x_rows, float* y, int64_t y_stride, cudaStream_t stream, const Fusion& f) {
+  if constexpr (kIsFloat<T>) {
+    if (!float_rows_aligned(w, row_bytes, k)) {
+      constexpr int kWarps = 4;
+      const int64_t n_out = f.out == int(MatvecFusion::Out::SwiGLU) ? n_rows / 2 : n_rows;
+      launch_pdl(matvec_float_fallback_kernel<T>, dim3(unsigned((n_out + kWarps - 1) / kWarps)), dim3(kWarps * 32), 0,
+                 stream, static_cast<const uint8_t*>(w), n_rows, k, row_bytes, x, x_stride, n_x_rows, y, y_stride, f);
+      return;
+    }
+  }
+  if constexpr (detail::kHasInt8Dot<T>) {
+    if (matvec_int8_enabled())
+      return launch_rows<T, true>(w, n_rows, k, row_bytes, x, x_stride, n_x_rows, y, y_stride, stream, f);
+  }
+  launch_rows<T, false>(w, n_rows, k, row_bytes, x, x_stride, n_x_rows, y, y_stride, stream, f);
+}
+
 }  // namespace
+
+void matvec_int8_enable(bool on) { int8_flag().store(on ? 1 : 0); }
+bool matvec_int8_enabled() { return int8_flag().load() != 0; }
+bool matvec_int8_activations(GgmlType type) {
+  return matvec_int8_enabled() && (type == GgmlType::Q4_0 || type == GgmlType::Q8_0);
+}
 
 bool matvec_short_conv_supported(GgmlType type, const void* w, size_t row_bytes, int64_t k, int32_t conv_len) {
   const bool is_float = type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16;
@@ -567,18 +677,6 @@ void matvec(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_
       throw Error(ErrorCode::InvalidArgument, "cuda matvec: the short-conv epilogue needs its weights, state and step");
   }
   const Fusion f{fusion.norm_w, fusion.norm_eps, int(fusion.out), fusion.scale, fusion.early_weights, fusion.conv};
-  // The int8 (dp4a) kernel for Q4_0/Q8_0, opt-in (CERA_MATVEC_FAST=1): alone it streams the large
-  // products up to 2x faster (bench/cuda_matvec_bench), but a whole LFM2-1.2B Q4_0 decode step
-  // measured slower with it (1027 vs 1208 tokens/s on the H200). Where it is on: products that
-  // stage x once per block anyway (norm, SwiGLU) and large heads, not k = 8192.
-  static const bool opted_in = [] {
-    const char* v = std::getenv("CERA_MATVEC_FAST");
-    return v && std::string(v) == "1";
-  }();
-  const bool prefer_fast = opted_in && k <= 4096 && fusion.out != MatvecFusion::Out::ShortConv &&
-                           (fusion.norm_w || fusion.out == MatvecFusion::Out::SwiGLU || n_rows >= 8192);
-  if (prefer_fast && matvec_quant_fast(type, w, n_rows, k, row_bytes, x, x_stride, n_x_rows, y, y_stride, stream, fusion))
-    return;
   switch (type) {
 #define CERA_MATVEC_CASE(T) \
   case GgmlType::T: launch<GgmlType::T>(w, n_rows, k, row_bytes, x, x_stride, n_x_rows, y, y_stride, stream, f); break;

@@ -1,20 +1,22 @@
-// cuda::matvec_quant_fast (Q4_0 / Q8_0 weights, int8 activations) against a double-precision host
-// reference built from the scalar dequantizer (format/quant.h) and the activation rounding the
-// kernel specifies (matvec_quant_fast.h): per 32 elements d = max|x'|/127 in f32,
-// q = roundf(x' · (1/d)); with the norm, inv = float(1/sqrt(Σx²/k + eps)) (Σ in double) and
-// x' = norm_w · (x · inv). The host repeats those f32 operations one for one, so the int8 values
-// and block scales are the kernel's bit for bit (norm tests use x = m/64 · 2^e with small integer
-// m: Σx² is then exact in double in any order, so even the summation order cannot differ).
+// cuda::matvec with int8 activations (Q4_0 / Q8_0 weights, int8_dot.cuh) against a double-precision
+// host reference built from the scalar dequantizer (format/quant.h) and the activation rounding the
+// kernel specifies (quant_kernels.h, int8_dot.cuh): x' = x (or norm_w ⊙ x, one f32 product, with the
+// norm); per 32 elements d = max|x'|/127 in f32, id = 1/d in f32, q = x'·id rounded once to nearest
+// even. The host repeats those operations (x'·id exactly in double, then rint), so the int8 values
+// and block scales are the kernel's bit for bit.
 //
-// Bounds. Given identical d_x and q_x, the exact product is v = Σ_b dw_b · dx_b · s_b with s_b an
-// exact integer; the kernel rounds c_b = dw_b·dx_b once, adds float(s_b)·c_b into a lane
-// accumulator with one fma per block (≤ n_seg = ceil(k/1024) per lane), then sums 32 lanes in a
-// 5-level tree. That is at most 1 + n_seg + 5 roundings on any path, so
-//   |v_gpu − v| ≤ (n_seg + 6)·2^-24·Σ_b |dw_b·dx_b·s_b|  (+ second order);
-// the tests use (n_seg + 8)·2^-24·Σ|…|. Accumulate adds |scale|·that plus one rounding of y;
-// SwiGLU propagates both rows' bounds through silu(g)·u (|silu'| ≤ 1.1) plus 16 ulp of the result
-// for expf (≤ 2 ulp), the add, the division and the product. Any wrong weight nibble, x block, scale
-// or row (the typical bug) moves the result by far more than these bounds.
+// Bounds. Given identical d_x and q_x, the exact product is v = Σ_b Σ_h dw_b · dx_b · s_bh with
+// s_bh the exact integer sum of half h of block b (two lanes share a block: elements 8h..8h+7 and
+// 16+8h..16+8h+7); the kernel rounds c_b = dw_b·dx_b once, adds float(s_bh)·c_b into a lane
+// accumulator with one fma per half block (≤ n_tiles = ceil(k/512) per lane), sums 32 lanes in a
+// 5-level tree and ≤ 8 warps in a row. That is at most n_tiles + 15 roundings on any path, so
+//   |v_gpu − v| ≤ (n_tiles + 15)·2^-24·Σ_bh |dw_b·dx_b·s_bh|  (+ second order);
+// the tests use (n_tiles + 16)·2^-24·Σ|…|. With the norm the sum is multiplied by
+// rsqrtf(Σx²/k + eps) (≤ 2 ulp; norm tests use x = m/64 · 2^e with |m| < 32, so Σx² is exact in f32
+// in any order) and rounded once more: 8·2^-24·|v| on top. Accumulate adds |scale|·that plus one
+// rounding of y; SwiGLU propagates both rows' bounds through silu(g)·u (|silu'| ≤ 1.1) plus 16 ulp
+// of the result for expf (≤ 2 ulp), the add, the division and the product. Any wrong weight
+// nibble, x block, scale or row (the typical bug) moves the result by far more than these bounds.
 //
 // Outputs are poisoned with 0xFF bytes (NaN) before Store / SwiGLU launches, so an unwritten
 // element fails; the padding between output rows must still hold the poison afterwards.
@@ -29,7 +31,6 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/matvec_quant_fast.h"
 #include "backend/cuda/quant_kernels.h"
 #include "format/ggml_type.h"
 #include "format/quant.h"
@@ -54,17 +55,10 @@ struct QuantX {
   std::vector<int8_t> q;  // per element
 };
 
-QuantX quantize_x(const float* x, int64_t k, const float* norm_w, float eps) {
+QuantX quantize_x(const float* x, int64_t k, const float* norm_w) {
   std::vector<float> xp(x, x + k);
-  if (norm_w) {
-    double ss = 0;
-    for (int64_t j = 0; j < k; ++j) ss += double(x[j]) * double(x[j]);
-    const float inv = float(1.0 / std::sqrt(ss / double(k) + double(eps)));
-    for (int64_t j = 0; j < k; ++j) {
-      const float t = x[j] * inv;
-      xp[size_t(j)] = norm_w[j] * t;
-    }
-  }
+  if (norm_w)
+    for (int64_t j = 0; j < k; ++j) xp[size_t(j)] = norm_w[j] * x[j];
   QuantX qx;
   qx.d.resize(size_t(k / 32));
   qx.q.resize(size_t(k));
@@ -74,31 +68,41 @@ QuantX quantize_x(const float* x, int64_t k, const float* norm_w, float eps) {
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     qx.d[size_t(b)] = d;
-    for (int j = 0; j < 32; ++j) {
-      const float s = xp[size_t(32 * b + j)] * id;
-      qx.q[size_t(32 * b + j)] = int8_t(std::roundf(s));
-    }
+    for (int j = 0; j < 32; ++j)  // the exact product, rounded once to nearest even
+      qx.q[size_t(32 * b + j)] = int8_t(std::nearbyint(double(xp[size_t(32 * b + j)]) * double(id)));
   }
   return qx;
 }
 
+// 1 / rms(x) as the kernel means it, in double.
+double inv_rms(const float* x, int64_t k, float eps) {
+  double ss = 0;
+  for (int64_t j = 0; j < k; ++j) ss += double(x[j]) * double(x[j]);
+  return 1.0 / std::sqrt(ss / double(k) + double(eps));
+}
+
 // v = Σ_b dx_b Σ_j w_j q_j exactly (w_j = dw·level is exact in f32, the products and sums of a
-// block are exact in double), and the bound on the kernel's rounding error (see the top comment).
+// half block are exact in double), and the bound on the kernel's rounding error (see the top comment).
 struct RefDot {
   double v, bound;
 };
 
 RefDot ref_dot(const float* w, const QuantX& qx, int64_t k) {
   double v = 0, mag = 0;
-  for (int64_t b = 0; b < k / 32; ++b) {
-    double s = 0;
-    for (int j = 0; j < 32; ++j) s += double(w[32 * b + j]) * double(qx.q[size_t(32 * b + j)]);
-    const double term = s * double(qx.d[size_t(b)]);
-    v += term;
-    mag += std::fabs(term);
-  }
-  const int64_t n_seg = (k / 32 + 31) / 32;
-  return {v, double(n_seg + 8) * std::ldexp(1.0, -24) * mag};
+  for (int64_t b = 0; b < k / 32; ++b)
+    for (int h = 0; h < 2; ++h) {
+      double s = 0;
+      for (int run = 0; run < 2; ++run)
+        for (int j = 0; j < 8; ++j) {
+          const int64_t e = 32 * b + 16 * run + 8 * h + j;
+          s += double(w[e]) * double(qx.q[size_t(e)]);
+        }
+      const double term = s * double(qx.d[size_t(b)]);
+      v += term;
+      mag += std::fabs(term);
+    }
+  const int64_t n_tiles = (k + 511) / 512;
+  return {v, double(n_tiles + 16) * std::ldexp(1.0, -24) * mag};
 }
 
 bool is_poison(float v) {
@@ -133,9 +137,9 @@ int64_t run_case(const Case& c, const Weights& w, const DevBuf& dw, uint32_t see
   std::mt19937 rng(seed);
   std::vector<float> x(size_t(c.nx * xs), 0.0f), nw;
   for (int t = 0; t < c.nx; ++t) {
-    if (c.norm) {  // m/64 · 2^e: Σx² exact in double whatever the order (see the top comment)
+    if (c.norm) {  // m/64 · 2^e, |m| < 32: Σx² exact in f32 whatever the order (see the top comment)
       const int e = int(rng() % 6) - 3;
-      for (int64_t j = 0; j < k; ++j) x[size_t(t * xs + j)] = std::ldexp(float(int(rng() % 255) - 127) / 64.0f, e);
+      for (int64_t j = 0; j < k; ++j) x[size_t(t * xs + j)] = std::ldexp(float(int(rng() % 63) - 31) / 64.0f, e);
     } else {
       std::uniform_real_distribution<float> ud(-2.0f, 2.0f);
       for (int64_t j = 0; j < k; ++j) x[size_t(t * xs + j)] = ud(rng);
@@ -170,10 +174,7 @@ int64_t run_case(const Case& c, const Weights& w, const DevBuf& dw, uint32_t see
   f.out = c.mode;
   f.scale = c.mode == Out::Accumulate ? scale : 1.0f;
   if (c.norm) f.norm_w = dn.as<float>(), f.norm_eps = eps;
-  const bool launched = cuda::matvec_quant_fast(c.type, dw.p, c.n_rows, k, w.row_bytes, dx.as<float>(), xs, c.nx,
-                                                dy.as<float>(), ys, nullptr, f);
-  EXPECT_TRUE(launched) << describe(c);
-  if (!launched) return 0;
+  cuda::matvec(c.type, dw.p, c.n_rows, k, w.row_bytes, dx.as<float>(), xs, c.nx, dy.as<float>(), ys, nullptr, f);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << describe(c);
   std::vector<float> y(y0.size());
   EXPECT_EQ(cudaMemcpy(y.data(), dy.p, dy.bytes, cudaMemcpyDeviceToHost), cudaSuccess);
@@ -181,21 +182,26 @@ int64_t run_case(const Case& c, const Weights& w, const DevBuf& dw, uint32_t see
   int bad = 0;
   int64_t checked = 0;
   for (int t = 0; t < c.nx && bad < 5; ++t) {
-    const QuantX qx = quantize_x(&x[size_t(t * xs)], k, c.norm ? nw.data() : nullptr, eps);
+    const QuantX qx = quantize_x(&x[size_t(t * xs)], k, c.norm ? nw.data() : nullptr);
+    const double inv = c.norm ? inv_rms(&x[size_t(t * xs)], k, eps) : 1.0;
+    // v·inv, and the bound of the product times inv plus the norm's own rounding (see the top)
+    auto normed = [&](RefDot a) {
+      return RefDot{a.v * inv, a.bound * inv + (c.norm ? 8 * std::ldexp(std::fabs(a.v * inv), -24) : 0.0)};
+    };
     for (int64_t j = 0; j < ys && bad < 5; ++j) {
       const float got = y[size_t(t * ys + j)];
       if (j >= n_out) {
         if (!is_poison(got)) ++bad, ADD_FAILURE() << describe(c) << ": wrote y padding (" << t << "," << j << ")";
         continue;
       }
-      const RefDot a = ref_dot(&w.ref[size_t(j * k)], qx, k);
+      const RefDot a = normed(ref_dot(&w.ref[size_t(j * k)], qx, k));
       double want = a.v, bound = a.bound;
       if (c.mode == Out::Accumulate) {
         const double y_in = y0[size_t(t * ys + j)];
         want = y_in + double(scale) * a.v;
         bound = std::fabs(double(scale)) * a.bound + std::ldexp(std::fabs(want), -24) * 1.01;
       } else if (c.mode == Out::SwiGLU) {
-        const RefDot u = ref_dot(&w.ref[size_t((j + n_out) * k)], qx, k);
+        const RefDot u = normed(ref_dot(&w.ref[size_t((j + n_out) * k)], qx, k));
         const double sg = a.v / (1.0 + std::exp(-a.v));
         want = sg * u.v;
         bound = 1.1 * a.bound * std::fabs(u.v) + std::fabs(sg) * u.bound + 1.1 * a.bound * u.bound +
@@ -214,26 +220,27 @@ int64_t run_case(const Case& c, const Weights& w, const DevBuf& dw, uint32_t see
   return checked;
 }
 
-const GgmlType kFastTypes[] = {GgmlType::Q4_0, GgmlType::Q8_0};
+const GgmlType kInt8Types[] = {GgmlType::Q4_0, GgmlType::Q8_0};
 
-// Every type x n_x_rows 1..4 x output mode x norm on/off over shapes with odd row counts, k = 32
-// (one block), k = 256·odd (partial 32-block units: 24, 40 = 32+8 and 65 = 2·32+1 blocks), rows
-// padded (row_bytes > data, even) or not, and x / y row strides larger than the rows.
-TEST(MatvecQuantFast, MatchesReferenceAllModes) {
+// Every type x n_x_rows 1..8 x output mode x norm on/off over shapes with odd row counts (tail row
+// groups), k = 32 (one block), k not a multiple of the 512-element tile (24, 40 and 65 blocks),
+// rows padded (row_bytes > data, even) or not, and x / y row strides larger than the rows.
+TEST(MatvecInt8, MatchesReferenceAllModes) {
   CERA_REQUIRE_CUDA();
+  test::MatvecInt8Scope on(true);  // whatever the environment says
   const struct {
     int64_t n_rows, k;
   } shapes[] = {{2, 32}, {7, 32}, {38, 768}, {301, 1280}, {130, 2080}, {1001, 256}, {66, 8192}};
   int64_t checked = 0;
   uint32_t seed = 1;
-  for (GgmlType type : kFastTypes) {
+  for (GgmlType type : kInt8Types) {
     for (const auto& s : shapes) {
       for (size_t pad : {size_t(0), size_t(10)}) {
         const Weights w = make_weights(type, s.n_rows, s.k, pad, seed++);
         DevBuf dw(w.bytes.size());
         ASSERT_TRUE(dw.p);
         CERA_CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
-        for (int nx = 1; nx <= cuda::kMatvecFastMaxRows; ++nx)
+        for (int nx = 1; nx <= cuda::kMaxMatvecRows; ++nx)
           for (Out mode : {Out::Store, Out::Accumulate, Out::SwiGLU})
             for (bool norm : {false, true}) {
               if (mode == Out::SwiGLU && s.n_rows % 2 != 0) continue;
@@ -246,10 +253,11 @@ TEST(MatvecQuantFast, MatchesReferenceAllModes) {
   EXPECT_GT(checked, 100000);
 }
 
-// Many more rows than warps in the grid (each warp loops over many rows and its cp.async ring
-// wraps many times), the LFM2 head / FFN shapes, decode batch 1 and 2.
-TEST(MatvecQuantFast, LargeMatrices) {
+// The LFM2 head / FFN shapes (many row groups, k of 4 and 16 tiles split over warps), decode batch
+// 1 and 2.
+TEST(MatvecInt8, LargeMatrices) {
   CERA_REQUIRE_CUDA();
+  test::MatvecInt8Scope on(true);  // whatever the environment says
   const Case cases[] = {
       {GgmlType::Q4_0, 40001, 2048, 0, 1, Out::Store, true},
       {GgmlType::Q8_0, 40001, 2048, 0, 2, Out::Store, false},
@@ -270,10 +278,11 @@ TEST(MatvecQuantFast, LargeMatrices) {
 }
 
 // The same launch twice gives bit-identical results (fixed reduction order, no atomics).
-TEST(MatvecQuantFast, Deterministic) {
+TEST(MatvecInt8, Deterministic) {
   CERA_REQUIRE_CUDA();
+  test::MatvecInt8Scope on(true);  // whatever the environment says
   const int64_t n_rows = 6144, k = 2048;
-  for (GgmlType type : kFastTypes) {
+  for (GgmlType type : kInt8Types) {
     const Weights w = make_weights(type, n_rows, k, 0, 77);
     std::vector<float> x(size_t(2 * k));
     std::mt19937 rng(3);
@@ -284,8 +293,7 @@ TEST(MatvecQuantFast, Deterministic) {
     CERA_CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
     CERA_CUDA_OK(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
     for (DevBuf* dy : {&dy1, &dy2})
-      ASSERT_TRUE(cuda::matvec_quant_fast(type, dw.p, n_rows, k, w.row_bytes, dx.as<float>(), k, 2, dy->as<float>(),
-                                          n_rows, nullptr, {}));
+      cuda::matvec(type, dw.p, n_rows, k, w.row_bytes, dx.as<float>(), k, 2, dy->as<float>(), n_rows, nullptr, {});
     CERA_CUDA_OK(cudaDeviceSynchronize());
     std::vector<float> a(size_t(2 * n_rows)), b(a.size());
     CERA_CUDA_OK(cudaMemcpy(a.data(), dy1.p, dy1.bytes, cudaMemcpyDeviceToHost));
@@ -294,34 +302,48 @@ TEST(MatvecQuantFast, Deterministic) {
   }
 }
 
-// What it does not handle it refuses without launching anything (the caller falls back).
-TEST(MatvecQuantFast, RefusesUnsupported) {
+// The switch picks the path: off, Q4_0 is decoded to f32 and matches the exact weights' product to
+// f32 accuracy; on, x's 8-bit rounding shows (relative error ~1e-3, well above the f32 path's
+// ~1e-6). Only Q4_0 and Q8_0 report int8 activations.
+TEST(MatvecInt8, SwitchSelectsThePath) {
   CERA_REQUIRE_CUDA();
-  const int64_t n_rows = 64, k = 256;
-  DevBuf dw(size_t(n_rows) * 1024 + 64), dx(size_t(8 * k) * 4), dy(size_t(8 * n_rows) * 4);
+  test::MatvecInt8Scope on(true);  // whatever the environment says
+  const int64_t n_rows = 256, k = 2048;
+  const Weights w = make_weights(GgmlType::Q4_0, n_rows, k, 0, 5);
+  std::vector<float> x(static_cast<size_t>(k));
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> ud(-1.0f, 1.0f);
+  for (auto& v : x) v = ud(rng);
+  DevBuf dw(w.bytes.size()), dx(x.size() * 4), dy(size_t(n_rows) * 4);
   ASSERT_TRUE(dw.p && dx.p && dy.p);
-  CERA_CUDA_OK(cudaMemset(dw.p, 0, dw.bytes));
-  CERA_CUDA_OK(cudaMemset(dy.p, 0xFF, dy.bytes));
-  const size_t rb = ggml_row_bytes(GgmlType::Q4_0, k);
-  const float* x = dx.as<float>();
-  float* y = dy.as<float>();
-  cuda::MatvecFusion swiglu;
-  swiglu.out = Out::SwiGLU;
-  EXPECT_FALSE(cuda::matvec_quant_fast(GgmlType::Q4_1, dw.p, n_rows, k, ggml_row_bytes(GgmlType::Q4_1, k), x, k, 1,
-                                       y, n_rows, nullptr, {}));
-  EXPECT_FALSE(cuda::matvec_quant_fast(GgmlType::F32, dw.p, n_rows, k, size_t(k) * 4, x, k, 1, y, n_rows, nullptr, {}));
-  EXPECT_FALSE(cuda::matvec_quant_fast(GgmlType::Q4_0, dw.p, n_rows, k, rb, x, k, cuda::kMatvecFastMaxRows + 1, y,
-                                       n_rows, nullptr, {}));
-  EXPECT_FALSE(cuda::matvec_quant_fast(GgmlType::Q4_0, dw.p, n_rows, k, rb, x, k, 0, y, n_rows, nullptr, {}));
-  EXPECT_FALSE(cuda::matvec_quant_fast(GgmlType::Q4_0, dw.p, n_rows, k, rb + 1, x, k, 1, y, n_rows, nullptr, {}));
-  EXPECT_FALSE(cuda::matvec_quant_fast(GgmlType::Q4_0, static_cast<uint8_t*>(dw.p) + 1, n_rows, k, rb, x, k, 1, y,
-                                       n_rows, nullptr, {}));
-  EXPECT_FALSE(cuda::matvec_quant_fast(GgmlType::Q4_0, dw.p, n_rows, k + 16, rb, x, k, 1, y, n_rows, nullptr, {}));
-  EXPECT_FALSE(cuda::matvec_quant_fast(GgmlType::Q4_0, dw.p, n_rows - 1, k, rb, x, k, 1, y, n_rows, nullptr, swiglu));
-  CERA_CUDA_OK(cudaDeviceSynchronize());
-  std::vector<uint32_t> out(size_t(8 * n_rows));
-  CERA_CUDA_OK(cudaMemcpy(out.data(), dy.p, dy.bytes, cudaMemcpyDeviceToHost));
-  for (uint32_t u : out) ASSERT_EQ(u, 0xFFFFFFFFu) << "a refused call wrote y";
+  CERA_CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
+  CERA_CUDA_OK(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+  // Relative rms error of y against the exact-weight product in double.
+  auto rel_error = [&] {
+    cuda::matvec(GgmlType::Q4_0, dw.p, n_rows, k, w.row_bytes, dx.as<float>(), k, 1, dy.as<float>(), n_rows, nullptr,
+                 {});
+    std::vector<float> y(static_cast<size_t>(n_rows));
+    EXPECT_EQ(cudaMemcpy(y.data(), dy.p, dy.bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    double num = 0, den = 0;
+    for (int64_t j = 0; j < n_rows; ++j) {
+      double want = 0;
+      for (int64_t i = 0; i < k; ++i) want += double(w.ref[size_t(j * k + i)]) * double(x[size_t(i)]);
+      num += (y[size_t(j)] - want) * (y[size_t(j)] - want);
+      den += want * want;
+    }
+    return std::sqrt(num / den);
+  };
+  EXPECT_TRUE(cuda::matvec_int8_activations(GgmlType::Q4_0));
+  EXPECT_TRUE(cuda::matvec_int8_activations(GgmlType::Q8_0));
+  EXPECT_FALSE(cuda::matvec_int8_activations(GgmlType::Q4_1));
+  EXPECT_FALSE(cuda::matvec_int8_activations(GgmlType::BF16));
+  const double int8_err = rel_error();
+  cuda::matvec_int8_enable(false);
+  EXPECT_FALSE(cuda::matvec_int8_activations(GgmlType::Q4_0));
+  const double f32_err = rel_error();
+  EXPECT_LT(f32_err, 1e-5);
+  EXPECT_GT(int8_err, 1e-4);
+  EXPECT_LT(int8_err, 2e-2);
 }
 
 }  // namespace

@@ -1,0 +1,116 @@
+// Int8-activation dot products for the decode matvec of Q4_0 / Q8_0 weights (matvec.cu).
+//
+// Why: decoding 4-bit weights to f32 costs ~4.5 instructions per weight, and an H200 SM must
+// consume ~27 Q4_0 weights per cycle to keep up with HBM, so the f32 decode is compute-bound at
+// ~30 % of the bandwidth. With x rounded to int8 per 32 elements (as llama.cpp and cera's CPU do)
+// a 32-element block is 8 dp4a and a few integer ops: ~1 instruction per weight.
+//
+// The rounding (the host reference in tests/backend_cuda/matvec_int8_test.cpp repeats it):
+//   per 32 consecutive elements v of x':  d = max|v| / 127 (f32),  id = d != 0 ? 1/d : 0 (f32),
+//   q = v · id rounded once, to nearest even (one fma with 1.5·2^23, no f32 product in between).
+// Two lanes share a 32-element block (so a warp's x slice and its registers stay as small as the
+// f32 path's); each adds float(Σ q_w q over its half) · (f16 d_w · d), the integer sum exact.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "format/ggml_type.h"
+
+namespace cera::cuda::detail {
+
+// A lane's half of a 32-element block of x as int8. Two lanes share a block: half h holds elements
+// 8h..8h+7 (q[0..1]) and 16+8h..16+8h+7 (q[2..3]), element 4i + j of a run in byte j of its word,
+// so a Q4_0 lane reads 8 contiguous bytes (both nibbles of elements 8h+j and 16+8h+j).
+struct XHalfI8 {
+  uint32_t q[4];
+  float d;       // the block's scale, the same in both halves
+  int neg8_sum;  // -8 · Σq of this half: Q4_0's levels are 0..15 and stand for level - 8
+};
+
+// The low byte of fma(v, id, 1.5·2^23)'s bits is round-to-nearest-even(v·id) as an int8, for
+// |v·id| ≤ 127.5 (the float's units place is 2^0 there).
+__device__ __forceinline__ uint32_t round_to_i8_bits(float v, float id) {
+  return __float_as_uint(__fmaf_rn(v, id, 12582912.0f));
+}
+
+// v: this lane's 16 elements (8h..8h+7, then 16+8h..16+8h+7). The lane pair (lane ^ 1) shares the
+// block's max|v|, so all 32 lanes of the warp must call this together.
+__device__ __forceinline__ void quantize_x16(const float v[16], XHalfI8& out) {
+  float m[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) m[j] = fmaxf(fabsf(v[j]), fabsf(v[j + 8]));
+#pragma unroll
+  for (int j = 0; j < 4; ++j) m[j] = fmaxf(m[j], m[j + 4]);
+  float amax = fmaxf(fmaxf(m[0], m[1]), fmaxf(m[2], m[3]));
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  int sum = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t b0 = round_to_i8_bits(v[4 * i], id), b1 = round_to_i8_bits(v[4 * i + 1], id);
+    const uint32_t b2 = round_to_i8_bits(v[4 * i + 2], id), b3 = round_to_i8_bits(v[4 * i + 3], id);
+    out.q[i] = __byte_perm(__byte_perm(b0, b1, 0x0040), __byte_perm(b2, b3, 0x0040), 0x5410);
+    sum = __dp4a(int(out.q[i]), 0x01010101, sum);
+  }
+  out.d = d;
+  out.neg8_sum = -8 * sum;
+}
+
+// The `n` 32-bit words of bytes p[0 .. 4n) (p 2-byte aligned, from shared memory): aligned loads
+// and funnel shifts, since GGML blocks of 18/34 bytes are only 2-byte aligned.
+template <int N>
+__device__ __forceinline__ void load_words_a2(const uint8_t* p, uint32_t (&w)[N]) {
+  const uint32_t* a = reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t(3));
+  const unsigned sh = unsigned(reinterpret_cast<uintptr_t>(p) & 3) * 8;  // 0 or 16
+  uint32_t raw[N + 1];
+#pragma unroll
+  for (int i = 0; i < N; ++i) raw[i] = a[i];
+  raw[N] = sh ? a[N] : 0u;  // past the bytes unless shifted
+#pragma unroll
+  for (int i = 0; i < N; ++i) w[i] = __funnelshift_r(raw[i], raw[i + 1], sh);
+}
+
+__device__ __forceinline__ float f16_bits_to_float(const uint8_t* p) {
+  return __half2float(__ushort_as_half(*reinterpret_cast<const uint16_t*>(p)));
+}
+
+template <GgmlType T>
+struct HalfBlockI8;  // dot(block, half, x): Σ level · q over the half's 16 elements (exact)
+
+template <>
+struct HalfBlockI8<GgmlType::Q4_0> {
+  __device__ static __forceinline__ int dot(const uint8_t* b, int half, const XHalfI8& x) {
+    uint32_t w[2];  // bytes 8h..8h+7: low nibbles elements 8h+j, high nibbles 16+8h+j
+    load_words_a2(b + 2 + 8 * half, w);
+    int s = x.neg8_sum;
+    s = __dp4a(int(w[0] & 0x0F0F0F0Fu), int(x.q[0]), s);
+    s = __dp4a(int(w[1] & 0x0F0F0F0Fu), int(x.q[1]), s);
+    s = __dp4a(int((w[0] >> 4) & 0x0F0F0F0Fu), int(x.q[2]), s);
+    s = __dp4a(int((w[1] >> 4) & 0x0F0F0F0Fu), int(x.q[3]), s);
+    return s;
+  }
+};
+
+template <>
+struct HalfBlockI8<GgmlType::Q8_0> {
+  __device__ static __forceinline__ int dot(const uint8_t* b, int half, const XHalfI8& x) {
+    uint32_t lo[2], hi[2];  // int8 elements 8h..8h+7 and 16+8h..16+8h+7
+    load_words_a2(b + 2 + 8 * half, lo);
+    load_words_a2(b + 18 + 8 * half, hi);
+    int s = 0;
+    s = __dp4a(int(lo[0]), int(x.q[0]), s);
+    s = __dp4a(int(lo[1]), int(x.q[1]), s);
+    s = __dp4a(int(hi[0]), int(x.q[2]), s);
+    s = __dp4a(int(hi[1]), int(x.q[3]), s);
+    return s;
+  }
+};
+
+template <GgmlType T>
+inline constexpr bool kHasInt8Dot = T == GgmlType::Q4_0 || T == GgmlType::Q8_0;
+
+}  // namespace cera::cuda::detail
