@@ -1,4 +1,4 @@
-// cuda::matvec with int8 activations (Q4_0 / Q8_0 weights, int8_dot.cuh) against a double-precision
+// cuda::matvec with int8 activations (Q4_0 / Q8_0 / Q4_K weights, int8_dot.cuh) against a double-precision
 // host reference built from the scalar dequantizer (format/quant.h) and the activation rounding the
 // kernel specifies (quant_kernels.h, int8_dot.cuh): x' = x (or norm_w ⊙ x, one f32 product, with the
 // norm); per 32 elements d = max|x'|/127 in f32, id = 1/d in f32, q = x'·id rounded once to nearest
@@ -11,7 +11,8 @@
 // accumulator with one fma per half block (≤ n_tiles = ceil(k/512) per lane), sums 32 lanes in a
 // 5-level tree and ≤ 8 warps in a row. That is at most n_tiles + 15 roundings on any path, so
 //   |v_gpu − v| ≤ (n_tiles + 15)·2^-24·Σ_bh |dw_b·dx_b·s_bh|  (+ second order);
-// the tests use (n_tiles + 16)·2^-24·Σ|…|. With the norm the sum is multiplied by
+// the tests use (n_tiles + 16)·2^-24·Σ|…|. Q4_K adds two terms per half block (scale and minimum,
+// see ref_dot), and its reference weights carry one rounding each. With the norm the sum is multiplied by
 // rsqrtf(Σx²/k + eps) (≤ 2 ulp; norm tests use x = m/64 · 2^e with |m| < 32, so Σx² is exact in f32
 // in any order) and rounded once more: 8·2^-24·|v| on top. Accumulate adds |scale|·that plus one
 // rounding of y; SwiGLU propagates both rows' bounds through silu(g)·u (|silu'| ≤ 1.1) plus 16 ulp
@@ -32,6 +33,7 @@
 #include <vector>
 
 #include "backend/cuda/quant_kernels.h"
+#include "common/fp16.h"
 #include "format/ggml_type.h"
 #include "format/quant.h"
 #include "cuda_test_support.h"
@@ -81,28 +83,62 @@ double inv_rms(const float* x, int64_t k, float eps) {
   return 1.0 / std::sqrt(ss / double(k) + double(eps));
 }
 
-// v = Σ_b dx_b Σ_j w_j q_j exactly (w_j = dw·level is exact in f32, the products and sums of a
-// half block are exact in double), and the bound on the kernel's rounding error (see the top comment).
+// Q4_K's 32-element sub-block `is` of the super-block at sb: scale = d·sc and bias = -dmin·m (both
+// exact in f32: an f16 times a 6-bit integer) and the nibble level of element j.
+struct SubBlockQ4K {
+  double scale, bias;
+  int level[32];
+};
+SubBlockQ4K q4k_sub_block(const uint8_t* sb, int is) {
+  const uint8_t* s = sb + 4;
+  uint32_t sc, mn;
+  if (is < 4) {
+    sc = s[is] & 63u, mn = s[is + 4] & 63u;
+  } else {
+    sc = (s[is + 4] & 0x0Fu) | (uint32_t(s[is - 4] >> 6) << 4);
+    mn = (s[is + 4] >> 4) | (uint32_t(s[is] >> 6) << 4);
+  }
+  SubBlockQ4K r;
+  r.scale = double(f16_to_f32(uint16_t(sb[0] | sb[1] << 8))) * sc;
+  r.bias = -double(f16_to_f32(uint16_t(sb[2] | sb[3] << 8))) * mn;
+  for (int j = 0; j < 32; ++j) r.level[j] = (sb[16 + 32 * (is >> 1) + j] >> (4 * (is & 1))) & 0x0F;
+  return r;
+}
+
+// v = Σ_b dx_b Σ_j w_j q_j exactly (the products and sums of a half block are exact in double), and
+// the bound on the kernel's rounding error (see the top comment). Q4_0 / Q8_0: w_j = dw·level is
+// exact in f32 and the kernel adds one term per half block. Q4_K: the kernel adds
+// (scale·dx)·Σ level·q + (bias·dx)·Σq, two terms per half block whose magnitudes bound its
+// roundings, and the reference w_j = f32(scale·level + bias) is itself rounded once (2^-24·|w_j|).
 struct RefDot {
   double v, bound;
 };
 
-RefDot ref_dot(const float* w, const QuantX& qx, int64_t k) {
-  double v = 0, mag = 0;
-  for (int64_t b = 0; b < k / 32; ++b)
+RefDot ref_dot(GgmlType type, const uint8_t* raw, const float* w, const QuantX& qx, int64_t k) {
+  double v = 0, mag = 0, ref_err = 0;
+  for (int64_t b = 0; b < k / 32; ++b) {
+    SubBlockQ4K sub{};
+    if (type == GgmlType::Q4_K) sub = q4k_sub_block(raw + (b / 8) * 144, int(b % 8));
     for (int h = 0; h < 2; ++h) {
-      double s = 0;
+      double s = 0, s1 = 0, s2 = 0;
       for (int run = 0; run < 2; ++run)
         for (int j = 0; j < 8; ++j) {
           const int64_t e = 32 * b + 16 * run + 8 * h + j;
-          s += double(w[e]) * double(qx.q[size_t(e)]);
+          const double q = qx.q[size_t(e)];
+          s += double(w[e]) * q;
+          ref_err += std::fabs(double(w[e]) * q) * double(qx.d[size_t(b)]);
+          if (type == GgmlType::Q4_K) s1 += sub.level[16 * run + 8 * h + j] * q, s2 += q;
         }
-      const double term = s * double(qx.d[size_t(b)]);
-      v += term;
-      mag += std::fabs(term);
+      const double dx = qx.d[size_t(b)];
+      v += s * dx;
+      mag += type == GgmlType::Q4_K ? (std::fabs(sub.scale * s1) + std::fabs(sub.bias * s2)) * dx : std::fabs(s * dx);
     }
+  }
   const int64_t n_tiles = (k + 511) / 512;
-  return {v, double(n_tiles + 16) * std::ldexp(1.0, -24) * mag};
+  const int per_half = type == GgmlType::Q4_K ? 2 : 1;  // fmas per half block
+  double bound = double(per_half * n_tiles + 16) * std::ldexp(1.0, -24) * mag;
+  if (type == GgmlType::Q4_K) bound += std::ldexp(1.0, -24) * ref_err;
+  return {v, bound};
 }
 
 bool is_poison(float v) {
@@ -194,14 +230,15 @@ int64_t run_case(const Case& c, const Weights& w, const DevBuf& dw, uint32_t see
         if (!is_poison(got)) ++bad, ADD_FAILURE() << describe(c) << ": wrote y padding (" << t << "," << j << ")";
         continue;
       }
-      const RefDot a = normed(ref_dot(&w.ref[size_t(j * k)], qx, k));
+      const RefDot a = normed(ref_dot(c.type, &w.bytes[size_t(j) * w.row_bytes], &w.ref[size_t(j * k)], qx, k));
       double want = a.v, bound = a.bound;
       if (c.mode == Out::Accumulate) {
         const double y_in = y0[size_t(t * ys + j)];
         want = y_in + double(scale) * a.v;
         bound = std::fabs(double(scale)) * a.bound + std::ldexp(std::fabs(want), -24) * 1.01;
       } else if (c.mode == Out::SwiGLU) {
-        const RefDot u = normed(ref_dot(&w.ref[size_t((j + n_out) * k)], qx, k));
+        const int64_t ju = j + n_out;  // the up row
+        const RefDot u = normed(ref_dot(c.type, &w.bytes[size_t(ju) * w.row_bytes], &w.ref[size_t(ju * k)], qx, k));
         const double sg = a.v / (1.0 + std::exp(-a.v));
         want = sg * u.v;
         bound = 1.1 * a.bound * std::fabs(u.v) + std::fabs(sg) * u.bound + 1.1 * a.bound * u.bound +
@@ -220,7 +257,7 @@ int64_t run_case(const Case& c, const Weights& w, const DevBuf& dw, uint32_t see
   return checked;
 }
 
-const GgmlType kInt8Types[] = {GgmlType::Q4_0, GgmlType::Q8_0};
+const GgmlType kInt8Types[] = {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K};
 
 // Every type x n_x_rows 1..8 x output mode x norm on/off over shapes with odd row counts (tail row
 // groups), k = 32 (one block), k not a multiple of the 512-element tile (24, 40 and 65 blocks),
@@ -235,6 +272,7 @@ TEST(MatvecInt8, MatchesReferenceAllModes) {
   uint32_t seed = 1;
   for (GgmlType type : kInt8Types) {
     for (const auto& s : shapes) {
+      if (s.k % ggml_traits(type).block_elems != 0) continue;  // Q4_K: 256-element super-blocks
       for (size_t pad : {size_t(0), size_t(10)}) {
         const Weights w = make_weights(type, s.n_rows, s.k, pad, seed++);
         DevBuf dw(w.bytes.size());
@@ -265,6 +303,8 @@ TEST(MatvecInt8, LargeMatrices) {
       {GgmlType::Q8_0, 2 * 4099, 2048, 0, 1, Out::SwiGLU, true},
       {GgmlType::Q4_0, 2053, 8192, 0, 2, Out::Accumulate, false},
       {GgmlType::Q8_0, 2053, 8192, 6, 1, Out::Accumulate, false},
+      {GgmlType::Q4_K, 2 * 4099, 2048, 0, 1, Out::SwiGLU, true},
+      {GgmlType::Q4_K, 2053, 8192, 0, 2, Out::Accumulate, false},
   };
   uint32_t seed = 1000;
   for (const Case& c : cases) {
@@ -335,6 +375,7 @@ TEST(MatvecInt8, SwitchSelectsThePath) {
   };
   EXPECT_TRUE(cuda::matvec_int8_activations(GgmlType::Q4_0));
   EXPECT_TRUE(cuda::matvec_int8_activations(GgmlType::Q8_0));
+  EXPECT_TRUE(cuda::matvec_int8_activations(GgmlType::Q4_K));
   EXPECT_FALSE(cuda::matvec_int8_activations(GgmlType::Q4_1));
   EXPECT_FALSE(cuda::matvec_int8_activations(GgmlType::BF16));
   const double int8_err = rel_error();

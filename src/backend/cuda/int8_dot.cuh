@@ -1,4 +1,4 @@
-// Int8-activation dot products for the decode matvec of Q4_0 / Q8_0 weights (matvec.cu).
+// Int8-activation dot products for the decode matvec of Q4_0 / Q8_0 / Q4_K weights (matvec.cu).
 //
 // Why: decoding 4-bit weights to f32 costs ~4.5 instructions per weight, and an H200 SM must
 // consume ~27 Q4_0 weights per cycle to keep up with HBM, so the f32 decode is compute-bound at
@@ -17,6 +17,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/dequant_block.cuh"
 #include "format/ggml_type.h"
 
 namespace cera::cuda::detail {
@@ -26,8 +27,8 @@ namespace cera::cuda::detail {
 // so a Q4_0 lane reads 8 contiguous bytes (both nibbles of elements 8h+j and 16+8h+j).
 struct XHalfI8 {
   uint32_t q[4];
-  float d;       // the block's scale, the same in both halves
-  int neg8_sum;  // -8 · Σq of this half: Q4_0's levels are 0..15 and stand for level - 8
+  float d;  // the block's scale, the same in both halves
+  int sum;  // Σq of this half: for the offsets (Q4_0's levels stand for level - 8; Q4_K's minimum)
 };
 
 // The low byte of fma(v, id, 1.5·2^23)'s bits is round-to-nearest-even(v·id) as an int8, for
@@ -57,7 +58,7 @@ __device__ __forceinline__ void quantize_x16(const float v[16], XHalfI8& out) {
     sum = __dp4a(int(out.q[i]), 0x01010101, sum);
   }
   out.d = d;
-  out.neg8_sum = -8 * sum;
+  out.sum = sum;
 }
 
 // The `n` 32-bit words of bytes p[0 .. 4n) (p 2-byte aligned, from shared memory): aligned loads
@@ -78,20 +79,28 @@ __device__ __forceinline__ float f16_bits_to_float(const uint8_t* p) {
   return __half2float(__ushort_as_half(*reinterpret_cast<const uint16_t*>(p)));
 }
 
+// add(tile, blk, half, x, acc): adds this lane's half of 32-element block `blk` of a staged row
+// tile (tile: its first byte) times x to acc.
 template <GgmlType T>
-struct HalfBlockI8;  // dot(block, half, x): Σ level · q over the half's 16 elements (exact)
+struct HalfBlockI8;
 
 template <>
 struct HalfBlockI8<GgmlType::Q4_0> {
+  static constexpr int kBytes = 18;
+  // Σ level · q over the half's 16 elements (exact)
   __device__ static __forceinline__ int dot(const uint8_t* b, int half, const XHalfI8& x) {
     uint32_t w[2];  // bytes 8h..8h+7: low nibbles elements 8h+j, high nibbles 16+8h+j
     load_words_a2(b + 2 + 8 * half, w);
-    int s = x.neg8_sum;
+    int s = -8 * x.sum;
     s = __dp4a(int(w[0] & 0x0F0F0F0Fu), int(x.q[0]), s);
     s = __dp4a(int(w[1] & 0x0F0F0F0Fu), int(x.q[1]), s);
     s = __dp4a(int((w[0] >> 4) & 0x0F0F0F0Fu), int(x.q[2]), s);
     s = __dp4a(int((w[1] >> 4) & 0x0F0F0F0Fu), int(x.q[3]), s);
     return s;
+  }
+  __device__ static __forceinline__ void add(const uint8_t* tile, int blk, int half, const XHalfI8& x, float& acc) {
+    const uint8_t* b = tile + blk * kBytes;
+    acc = fmaf(float(dot(b, half, x)), __fmul_rn(f16_bits_to_float(b), x.d), acc);
   }
 };
 
@@ -108,9 +117,39 @@ struct HalfBlockI8<GgmlType::Q8_0> {
     s = __dp4a(int(hi[1]), int(x.q[3]), s);
     return s;
   }
+  __device__ static __forceinline__ void add(const uint8_t* tile, int blk, int half, const XHalfI8& x, float& acc) {
+    const uint8_t* b = tile + blk * 34;
+    acc = fmaf(float(dot(b, half, x)), __fmul_rn(f16_bits_to_float(b), x.d), acc);
+  }
+};
+
+// Q4_K: 32-element sub-block s of a 256-element super-block (144 bytes: f16 d, f16 dmin, 12 bytes
+// of 6-bit scales and minimums, 128 bytes of nibbles). Element j of sub-block s = 2g + u is nibble
+// u of byte 32g + j; its weight is scale·level + bias with scale = d·sc_s, bias = -dmin·m_s
+// (dequant_block.cuh's arithmetic), so the half adds (scale·d_x)·Σ level·q + (bias·d_x)·Σq.
+template <>
+struct HalfBlockI8<GgmlType::Q4_K> {
+  __device__ static __forceinline__ void add(const uint8_t* tile, int blk, int half, const XHalfI8& x, float& acc) {
+    const uint8_t* sb = tile + (blk >> 3) * 144;
+    const int s = blk & 7, g = s >> 1, sh = 4 * (s & 1);
+    uint32_t lo[2], hi[2];  // bytes 32g + 8h.. (elements 8h..8h+7) and 32g + 16 + 8h..
+    load_words_a2(sb + 16 + 32 * g + 8 * half, lo);
+    load_words_a2(sb + 32 + 32 * g + 8 * half, hi);
+    int dot = 0;
+    dot = __dp4a(int((lo[0] >> sh) & 0x0F0F0F0Fu), int(x.q[0]), dot);
+    dot = __dp4a(int((lo[1] >> sh) & 0x0F0F0F0Fu), int(x.q[1]), dot);
+    dot = __dp4a(int((hi[0] >> sh) & 0x0F0F0F0Fu), int(x.q[2]), dot);
+    dot = __dp4a(int((hi[1] >> sh) & 0x0F0F0F0Fu), int(x.q[3]), dot);
+    uint32_t sc, mn;
+    scale_min_k4(sb + 4, s, sc, mn);
+    const float scale = __fmul_rn(f16_bits_to_float(sb), float(sc));
+    const float bias = -__fmul_rn(f16_bits_to_float(sb + 2), float(mn));
+    acc = fmaf(float(dot), __fmul_rn(scale, x.d), acc);
+    acc = fmaf(float(x.sum), __fmul_rn(bias, x.d), acc);
+  }
 };
 
 template <GgmlType T>
-inline constexpr bool kHasInt8Dot = T == GgmlType::Q4_0 || T == GgmlType::Q8_0;
+inline constexpr bool kHasInt8Dot = T == GgmlType::Q4_0 || T == GgmlType::Q8_0 || T == GgmlType::Q4_K;
 
 }  // namespace cera::cuda::detail

@@ -54,7 +54,7 @@ template <GgmlType T, int NX = 1, bool kI8 = false>
 struct MatvecShape {
   static constexpr bool kFloat = kIsFloat<T>;
   // kI8: int8 activations (int8_dot.cuh), a lane pair takes a 32-element block of each row per tile.
-  static_assert(!kI8 || detail::kHasInt8Dot<T>, "int8 activations exist for Q4_0 and Q8_0 only");
+  static_assert(!kI8 || detail::kHasInt8Dot<T>, "int8 activations exist for Q4_0, Q8_0 and Q4_K only");
   // Weight rows per block: each x slice a lane loads is reused for all of them, and a block keeps
   // R rows' loads in flight per warp. x (f32, read by every block) costs L1 bandwidth per weight
   // byte in inverse proportion. Float rows on the H200: 8 instead of 4 took the LFM2-1.2B BF16 decode
@@ -346,12 +346,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
 #pragma unroll
             for (int r = 0; r < R; ++r) {
               const int phase = int(reinterpret_cast<uintptr_t>(rows[r] + off) & 15);
-              const uint8_t* b = tile_stage + r * G::kSlot + phase + blk * B::kBytes;
-              const float dw = detail::f16_bits_to_float(b);
 #pragma unroll
               for (int t = 0; t < NX; ++t)
-                acc[r][t] = fmaf(float(detail::HalfBlockI8<T>::dot(b, half, xq[t])), __fmul_rn(dw, xq[t].d),
-                                 acc[r][t]);
+                detail::HalfBlockI8<T>::add(tile_stage + r * G::kSlot + phase, blk, half, xq[t], acc[r][t]);
             }
         } else {
 #pragma unroll
@@ -646,7 +643,7 @@ void launch(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const fl
 void matvec_int8_enable(bool on) { int8_flag().store(on ? 1 : 0); }
 bool matvec_int8_enabled() { return int8_flag().load() != 0; }
 bool matvec_int8_activations(GgmlType type) {
-  return matvec_int8_enabled() && (type == GgmlType::Q4_0 || type == GgmlType::Q8_0);
+  return matvec_int8_enabled() && (type == GgmlType::Q4_0 || type == GgmlType::Q8_0 || type == GgmlType::Q4_K);
 }
 
 bool matvec_short_conv_supported(GgmlType type, const void* w, size_t row_bytes, int64_t k, int32_t conv_len) {
