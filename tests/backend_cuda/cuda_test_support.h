@@ -158,6 +158,9 @@ inline void write(Backend& b, const Tensor& t, const std::vector<float>& host) {
   if (is_cuda(b)) {
     ASSERT_EQ(cudaMemcpy2D(t.data, t.row_bytes, host.data(), row, row, size_t(t.rows), cudaMemcpyHostToDevice),
               cudaSuccess);
+    // The copy ran on the legacy stream, which the backend's non-blocking stream does not wait for,
+    // and from pageable memory it may return before its DMA lands: finish it before any kernel runs.
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   } else {
     for (int64_t r = 0; r < t.rows; ++r) std::memcpy(t.row(r), host.data() + r * t.cols, row);
   }

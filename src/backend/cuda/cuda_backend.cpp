@@ -198,7 +198,7 @@ class CudaBackend final : public Backend {
     // A model with 16-bit or quantized matrices gets f16 tensor-core attention (its error is far
     // below the weights' rounding); an all-F32 model keeps fp32-accurate (3xTF32) attention.
     if (type != GgmlType::F32) attention_precision_ = cuda::AttentionPrecision::F16;
-    CERA_CUDA_CHECK(cudaMemcpy(t.data, data, bytes, cudaMemcpyHostToDevice));
+    upload(t.data, data, bytes);
     return t;
   }
 
@@ -876,6 +876,15 @@ class CudaBackend final : public Backend {
     seen_.clear();
   }
 
+  // Host → device, complete on return and ordered before this backend's later work. (A plain
+  // cudaMemcpy from pageable memory runs on the legacy stream, which stream_ (non-blocking) does not
+  // wait for, and may return before its DMA has finished.)
+  void upload(void* dst, const void* src, size_t bytes) {
+    if (bytes == 0) return;
+    CERA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    CERA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
   const double* rope_table(const RopeParams& rope) {
     const auto key = std::make_tuple(rope.n_rot, rope.freq_base, rope.freq_scale, rope.freq_factors);
     auto it = rope_tables_.find(key);
@@ -883,7 +892,7 @@ class CudaBackend final : public Backend {
     std::vector<double> inv(size_t(rope.n_rot / 2));
     cpu::rope_inv_freq(rope, inv.data());  // the CPU backend's frequencies, in double
     DeviceBuffer buf(sizeof(double) * std::max<size_t>(inv.size(), 1));
-    CERA_CUDA_CHECK(cudaMemcpy(buf.get(), inv.data(), sizeof(double) * inv.size(), cudaMemcpyHostToDevice));
+    upload(buf.get(), inv.data(), sizeof(double) * inv.size());
     return rope_tables_.emplace(key, std::move(buf)).first->second.as<double>();
   }
 
