@@ -324,10 +324,7 @@ TEST(MatvecInt8, Deterministic) {
   const int64_t n_rows = 6144, k = 2048;
   for (GgmlType type : kInt8Types) {
     const Weights w = make_weights(type, n_rows, k, 0, 77);
-    std::vector<float> x(size_t(2 * k));
-    std::mt19937 rng(3);
-    std::uniform_real_distribution<float> ud(-1.0f, 1.0f);
-    for (auto& v : x) v = ud(rng);
+    const std::vector<float> x = test::random_floats(size_t(2 * k), 3);
     DevBuf dw(w.bytes.size()), dx(x.size() * 4), dy1(size_t(2 * n_rows) * 4), dy2(size_t(2 * n_rows) * 4);
     ASSERT_TRUE(dw.p && dx.p && dy1.p && dy2.p);
     CERA_CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
@@ -344,16 +341,13 @@ TEST(MatvecInt8, Deterministic) {
 
 // The switch picks the path: off, Q4_0 is decoded to f32 and matches the exact weights' product to
 // f32 accuracy; on, x's 8-bit rounding shows (relative error ~1e-3, well above the f32 path's
-// ~1e-6). Only Q4_0 and Q8_0 report int8 activations.
+// ~1e-6). Only Q4_0, Q8_0 and Q4_K report int8 activations.
 TEST(MatvecInt8, SwitchSelectsThePath) {
   CERA_REQUIRE_CUDA();
   test::MatvecInt8Scope on(true);  // whatever the environment says
   const int64_t n_rows = 256, k = 2048;
   const Weights w = make_weights(GgmlType::Q4_0, n_rows, k, 0, 5);
-  std::vector<float> x(static_cast<size_t>(k));
-  std::mt19937 rng(9);
-  std::uniform_real_distribution<float> ud(-1.0f, 1.0f);
-  for (auto& v : x) v = ud(rng);
+  const std::vector<float> x = test::random_floats(size_t(k), 9);
   DevBuf dw(w.bytes.size()), dx(x.size() * 4), dy(size_t(n_rows) * 4);
   ASSERT_TRUE(dw.p && dx.p && dy.p);
   CERA_CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
