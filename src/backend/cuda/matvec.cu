@@ -61,10 +61,11 @@ struct MatvecShape {
   // products, replayed as one graph, from 760 to 671 µs (80 → 90 % of 4 TB/s;
   // cera_bench_cuda_matvec chain), 4 instead of 2 gained 5-7 % before; with 3-4 rows of x they stay
   // at 4 and with 5-8 at 2 (more would spill registers). Quant rows decoded to f32: 4, bound by
-  // their decode arithmetic, where 8 rows measured no better. Int8 rows as float rows: each x
-  // slice (f32, the largest L1 traffic of a quant tile) then serves 8 rows (H200, LFM2-1.2B Q4_0
-  // [gate; up] alone: 13.1 µs against 15.9 decoded to f32). A lane pair shares a block: a lane
-  // owning a whole block of 8 rows took ~230 registers and ran the decode step 10 % slower.
+  // their decode arithmetic, where 8 rows measured no better. Int8 rows (kI8): as many as float
+  // rows, so each x slice (f32, the largest L1 traffic of a quant tile) serves 8 rows (H200,
+  // LFM2-1.2B Q4_0 [gate; up] alone: 13.1 µs against 15.9 decoded to f32). A lane pair shares a
+  // block: a lane owning a whole block of 8 rows took ~230 registers and ran decode 10 % slower.
+  // (launch_rows takes 4 int8 rows for matrices too small for one block of 8 per SM.)
   static constexpr int kRows = !kFloat && !kI8 ? 4 : NX <= 2 ? 8 : NX <= 4 ? 4 : 2;
   static_assert(kRows != kConvRows, "the kernel tells the short-conv launch by its row count");
   static constexpr int kChunksPerLane = kFloat ? 1 : 2;  // 8-element chunks per lane per row per tile
