@@ -122,7 +122,7 @@ int32_t argmax(std::span<const float> v) { return int32_t(std::max_element(v.beg
 // (1.1 x llama.cpp's BF16 row, relative to the logits' rms). For quantized files the CPU reference
 // computes the file's weights dequantized to F32: the CPU's quantized path rounds activations to
 // 8 bits as llama.cpp does (0.1 x rms away on Q4_K_M), CUDA does not, so only exact weights make a
-// reference whose own error is below the tolerance. The Q4_0/Q8_0 decode products' int8 activations
+// reference whose own error is below the tolerance. The Q4_0/Q8_0/Q4_K decode products' int8 activations
 // (quant_kernels.h) round like the CPU's quantized path, so they are off here: this test checks the
 // arithmetic against exact weights; the int8 path is checked against its exact reference
 // (MatvecInt8.*) and, end to end, by the fixture criteria above.

@@ -129,11 +129,11 @@ TEST_P(CudaFused, FusedOpsMatchPlainOps) {
     return std::tuple{q, o, x, read(be, n.x)};
   };
   Net fused_net = make(*gpu), plain_net = make(*gpu);
-  // Q4_0/Q8_0 decode products round x' to int8 (quant_kernels.h; tested exactly against its own
-  // reference in matvec_int8_test.cpp): first without it, where fused and plain run the same
+  // Q4_0/Q8_0/Q4_K decode products round x' to int8 (quant_kernels.h; tested exactly against its
+  // own reference in matvec_int8_test.cpp): first without it, where fused and plain run the same
   // arithmetic, then with it, where the fused and the plain path round different x' (norm_w ⊙ x
   // against the normalized x) to 8 bits (≈ 5e-3 here; a wiring error is ≥ 0.1).
-  const bool int8_path = type == GgmlType::Q4_0 || type == GgmlType::Q8_0;
+  const bool int8_path = cuda::matvec_int8_activations(type);
   const bool int8_was_on = cuda::matvec_int8_enabled();
   if (int8_path) cuda::matvec_int8_enable(false);
   const auto [q1, o1, x1, f1] = run(*gpu, fused_net, true);

@@ -192,8 +192,8 @@ inline double rel_diff(const std::vector<float>& a, const std::vector<float>& b)
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
-// Q4_0/Q8_0 matvecs with int8 activations on or off for a scope (cuda::matvec_int8_enable), then
-// as before: tests of the f32 arithmetic against exact weights turn it off.
+// Int8 activations of the Q4_0/Q8_0/Q4_K matvecs on or off for a scope (cuda::matvec_int8_enable),
+// then as before: tests of the f32 arithmetic against exact weights turn it off.
 struct MatvecInt8Scope {
   bool was = cuda::matvec_int8_enabled();
   explicit MatvecInt8Scope(bool on) { cuda::matvec_int8_enable(on); }

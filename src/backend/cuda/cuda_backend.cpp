@@ -732,7 +732,7 @@ class CudaBackend final : public Backend {
   // Whether a decode product's norm is folded into the matvecs of these weights (options_.fold_norm).
   bool folds_norm(std::span<const Tensor> ws) const {
     using F = CudaBackendOptions::NormFold;
-    if (options_.fold_norm != F::FloatWeights) return options_.fold_norm == F::Always;
+    if (options_.fold_norm != F::MemoryBound) return options_.fold_norm == F::Always;
     for (const Tensor& w : ws)  // where the matvec is memory-bound the fold is nearly free
       if (ggml_traits(w.type).block_elems != 1 && !cuda::matvec_int8_activations(w.type)) return false;
     return true;

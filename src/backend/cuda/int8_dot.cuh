@@ -1,9 +1,9 @@
 // Int8-activation dot products for the decode matvec of Q4_0 / Q8_0 / Q4_K weights (matvec.cu).
 //
-// Why: decoding 4-bit weights to f32 costs ~4.5 instructions per weight, and an H200 SM must
-// consume ~27 Q4_0 weights per cycle to keep up with HBM, so the f32 decode is compute-bound at
-// ~30 % of the bandwidth. With x rounded to int8 per 32 elements (as llama.cpp and cera's CPU do)
-// a 32-element block is 8 dp4a and a few integer ops: ~1 instruction per weight.
+// Why: decoded to f32, a 4-bit weight costs ~4.5 instructions, and those products ran at ~30 % of
+// HBM bandwidth on the H200. With x rounded to int8 per 32 elements (as llama.cpp and cera's CPU
+// do) a 32-element block is 8 dp4a and a few integer ops, and a block can afford 8 rows instead of
+// 4 (docs/BENCHMARKS.md: LFM2-1.2B Q4_0 decode +14 %).
 //
 // The rounding (the host reference in tests/backend_cuda/matvec_int8_test.cpp repeats it):
 //   per 32 consecutive elements v of x':  d = max|v| / 127 (f32),  id = d != 0 ? 1/d : 0 (f32),
@@ -75,51 +75,49 @@ __device__ __forceinline__ void load_words_a2(const uint8_t* p, uint32_t (&w)[N]
   for (int i = 0; i < N; ++i) w[i] = __funnelshift_r(raw[i], raw[i + 1], sh);
 }
 
-__device__ __forceinline__ float f16_bits_to_float(const uint8_t* p) {
-  return __half2float(__ushort_as_half(*reinterpret_cast<const uint16_t*>(p)));
+// The formats with an int8 path (one list for host and device code).
+__host__ __device__ constexpr bool has_int8_dot(GgmlType t) {
+  return t == GgmlType::Q4_0 || t == GgmlType::Q8_0 || t == GgmlType::Q4_K;
+}
+template <GgmlType T>
+inline constexpr bool kHasInt8Dot = has_int8_dot(T);
+
+// Σ level · q over this lane's half of a Q4_0 / Q8_0 block (exact).
+template <GgmlType T>
+__device__ int half_dot(const uint8_t* b, int half, const XHalfI8& x);
+
+template <>
+__device__ __forceinline__ int half_dot<GgmlType::Q4_0>(const uint8_t* b, int half, const XHalfI8& x) {
+  uint32_t w[2];  // bytes 8h..8h+7: low nibbles elements 8h+j, high nibbles 16+8h+j
+  load_words_a2(b + 2 + 8 * half, w);
+  int s = -8 * x.sum;
+  s = __dp4a(int(w[0] & 0x0F0F0F0Fu), int(x.q[0]), s);
+  s = __dp4a(int(w[1] & 0x0F0F0F0Fu), int(x.q[1]), s);
+  s = __dp4a(int((w[0] >> 4) & 0x0F0F0F0Fu), int(x.q[2]), s);
+  s = __dp4a(int((w[1] >> 4) & 0x0F0F0F0Fu), int(x.q[3]), s);
+  return s;
+}
+
+template <>
+__device__ __forceinline__ int half_dot<GgmlType::Q8_0>(const uint8_t* b, int half, const XHalfI8& x) {
+  uint32_t lo[2], hi[2];  // int8 elements 8h..8h+7 and 16+8h..16+8h+7
+  load_words_a2(b + 2 + 8 * half, lo);
+  load_words_a2(b + 18 + 8 * half, hi);
+  int s = 0;
+  s = __dp4a(int(lo[0]), int(x.q[0]), s);
+  s = __dp4a(int(lo[1]), int(x.q[1]), s);
+  s = __dp4a(int(hi[0]), int(x.q[2]), s);
+  s = __dp4a(int(hi[1]), int(x.q[3]), s);
+  return s;
 }
 
 // add(tile, blk, half, x, acc): adds this lane's half of 32-element block `blk` of a staged row
-// tile (tile: its first byte) times x to acc.
+// tile (tile: its first byte) times x to acc. Q4_0 / Q8_0: one f16 scale per block.
 template <GgmlType T>
-struct HalfBlockI8;
-
-template <>
-struct HalfBlockI8<GgmlType::Q4_0> {
-  static constexpr int kBytes = 18;
-  // Σ level · q over the half's 16 elements (exact)
-  __device__ static __forceinline__ int dot(const uint8_t* b, int half, const XHalfI8& x) {
-    uint32_t w[2];  // bytes 8h..8h+7: low nibbles elements 8h+j, high nibbles 16+8h+j
-    load_words_a2(b + 2 + 8 * half, w);
-    int s = -8 * x.sum;
-    s = __dp4a(int(w[0] & 0x0F0F0F0Fu), int(x.q[0]), s);
-    s = __dp4a(int(w[1] & 0x0F0F0F0Fu), int(x.q[1]), s);
-    s = __dp4a(int((w[0] >> 4) & 0x0F0F0F0Fu), int(x.q[2]), s);
-    s = __dp4a(int((w[1] >> 4) & 0x0F0F0F0Fu), int(x.q[3]), s);
-    return s;
-  }
+struct HalfBlockI8 {
   __device__ static __forceinline__ void add(const uint8_t* tile, int blk, int half, const XHalfI8& x, float& acc) {
-    const uint8_t* b = tile + blk * kBytes;
-    acc = fmaf(float(dot(b, half, x)), __fmul_rn(f16_bits_to_float(b), x.d), acc);
-  }
-};
-
-template <>
-struct HalfBlockI8<GgmlType::Q8_0> {
-  __device__ static __forceinline__ int dot(const uint8_t* b, int half, const XHalfI8& x) {
-    uint32_t lo[2], hi[2];  // int8 elements 8h..8h+7 and 16+8h..16+8h+7
-    load_words_a2(b + 2 + 8 * half, lo);
-    load_words_a2(b + 18 + 8 * half, hi);
-    int s = 0;
-    s = __dp4a(int(lo[0]), int(x.q[0]), s);
-    s = __dp4a(int(lo[1]), int(x.q[1]), s);
-    s = __dp4a(int(hi[0]), int(x.q[2]), s);
-    s = __dp4a(int(hi[1]), int(x.q[3]), s);
-    return s;
-  }
-  __device__ static __forceinline__ void add(const uint8_t* tile, int blk, int half, const XHalfI8& x, float& acc) {
-    const uint8_t* b = tile + blk * 34;
-    acc = fmaf(float(dot(b, half, x)), __fmul_rn(f16_bits_to_float(b), x.d), acc);
+    const uint8_t* b = tile + blk * Block<T>::kBytes;
+    acc = fmaf(float(half_dot<T>(b, half, x)), __fmul_rn(h2f(ld16(b)), x.d), acc);
   }
 };
 
@@ -130,7 +128,7 @@ struct HalfBlockI8<GgmlType::Q8_0> {
 template <>
 struct HalfBlockI8<GgmlType::Q4_K> {
   __device__ static __forceinline__ void add(const uint8_t* tile, int blk, int half, const XHalfI8& x, float& acc) {
-    const uint8_t* sb = tile + (blk >> 3) * 144;
+    const uint8_t* sb = tile + (blk >> 3) * Block<GgmlType::Q4_K>::kBytes;
     const int s = blk & 7, g = s >> 1, sh = 4 * (s & 1);
     uint32_t lo[2], hi[2];  // bytes 32g + 8h.. (elements 8h..8h+7) and 32g + 16 + 8h..
     load_words_a2(sb + 16 + 32 * g + 8 * half, lo);
@@ -142,14 +140,11 @@ struct HalfBlockI8<GgmlType::Q4_K> {
     dot = __dp4a(int((hi[1] >> sh) & 0x0F0F0F0Fu), int(x.q[3]), dot);
     uint32_t sc, mn;
     scale_min_k4(sb + 4, s, sc, mn);
-    const float scale = __fmul_rn(f16_bits_to_float(sb), float(sc));
-    const float bias = -__fmul_rn(f16_bits_to_float(sb + 2), float(mn));
+    const float scale = __fmul_rn(h2f(ld16(sb)), float(sc));
+    const float bias = -__fmul_rn(h2f(ld16(sb + 2)), float(mn));
     acc = fmaf(float(dot), __fmul_rn(scale, x.d), acc);
     acc = fmaf(float(x.sum), __fmul_rn(bias, x.d), acc);
   }
 };
-
-template <GgmlType T>
-inline constexpr bool kHasInt8Dot = T == GgmlType::Q4_0 || T == GgmlType::Q8_0 || T == GgmlType::Q4_K;
 
 }  // namespace cera::cuda::detail

@@ -13,6 +13,8 @@
 //  * x is read through L1 (it is small and every block reads it) and each 8-element slice of x is
 //    reused for all R rows from registers, which keeps L1 traffic below the weight stream's;
 //  * per chunk the lane sums q_j * x_j and applies scale (and bias * Σx) once: 1 FMA per element;
+//    Q4_0 / Q8_0 / Q4_K instead round x to int8 (int8_dot.cuh): a lane pair takes a 32-element
+//    block of the tile, its integer dot products (dp4a) scaled once per half block;
 //  * lanes reduce with shuffles, warps through shared memory, in a fixed order (deterministic).
 // Fusions (MatvecFusion): the norm costs no pass of its own. W·(norm_w ⊙ x / rms(x)) is
 // (W·(norm_w ⊙ x)) / rms(x), so each x slice is multiplied by norm_w as it is loaded, Σx² is summed
@@ -92,6 +94,12 @@ __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
   return v;
+}
+
+// How many stacked matrices W holds whose row j combine into output j: [gate; up] (SwiGLU) and
+// [B; C; X] (the short conv) against one.
+__host__ __device__ constexpr int stacked_parts(int out) {
+  return out == int(MatvecFusion::Out::SwiGLU) ? 2 : out == int(MatvecFusion::Out::ShortConv) ? 3 : 1;
 }
 
 // Per-launch arguments that do not change the product's inner loop.
@@ -223,7 +231,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
   const bool glu = f.out == int(MatvecFusion::Out::SwiGLU);
   constexpr bool conv = R == kConvRows;  // launched for Out::ShortConv only
-  // W is `parts` stacked matrices whose row j combine into output j (gate and up; B, C and X).
+  // W is `parts` stacked matrices (stacked_parts; conv is known at compile time here).
   const int parts = conv ? 3 : glu ? 2 : 1;
   const int64_t n_out = n_rows / parts;  // output columns
   const int per_group = R / parts;       // outputs per block
@@ -553,7 +561,7 @@ void launch_nx(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const
                float* y, int64_t y_stride, cudaStream_t stream, const Fusion& f) {
   using S = MatvecShape<T, NX, kI8>;
   const int64_t n_tiles = (k + S::kTile - 1) / S::kTile;
-  const int parts = f.out == int(MatvecFusion::Out::SwiGLU) ? 2 : f.out == int(MatvecFusion::Out::ShortConv) ? 3 : 1;
+  const int parts = stacked_parts(f.out);
   const int64_t out_per_group = R / parts;
   const int64_t blocks = (n_rows / parts + out_per_group - 1) / out_per_group;
   int warps = int(std::clamp<int64_t>(n_tiles, 1, kMaxWarps));
@@ -594,7 +602,7 @@ void launch_rows(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, con
     // H200, tg128: LFM2-1.2B Q4_0 1,395-1,406 with 8 rows everywhere, 1,240-1,256 with 4 for
     // its 2048-row products too (256 blocks of 8); Qwen3-0.6B Q4_0 (k/v, o and down have 1024
     // rows) 917-936 with 8 everywhere against 944-956 decoded to f32.
-    const int parts = f.out == int(MatvecFusion::Out::SwiGLU) ? 2 : 1;
+    const int parts = stacked_parts(f.out);  // not the short conv: handled above
     const int64_t blocks8 = (n_rows / parts + 8 / parts - 1) / (8 / parts);
     if (n_x_rows <= 2 && blocks8 < int64_t(sm_count())) {
       static_assert(MatvecShape<T, 1, kI8>::kRows == 8 && MatvecShape<T, 2, kI8>::kRows == 8);
@@ -626,7 +634,7 @@ void launch(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const fl
   if constexpr (kIsFloat<T>) {
     if (!float_rows_aligned(w, row_bytes, k)) {
       constexpr int kWarps = 4;
-      const int64_t n_out = f.out == int(MatvecFusion::Out::SwiGLU) ? n_rows / 2 : n_rows;
+      const int64_t n_out = n_rows / stacked_parts(f.out);
       launch_pdl(matvec_float_fallback_kernel<T>, dim3(unsigned((n_out + kWarps - 1) / kWarps)), dim3(kWarps * 32), 0,
                  stream, static_cast<const uint8_t*>(w), n_rows, k, row_bytes, x, x_stride, n_x_rows, y, y_stride, f);
       return;
@@ -644,7 +652,7 @@ void launch(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const fl
 void matvec_int8_enable(bool on) { int8_flag().store(on ? 1 : 0); }
 bool matvec_int8_enabled() { return int8_flag().load() != 0; }
 bool matvec_int8_activations(GgmlType type) {
-  return matvec_int8_enabled() && (type == GgmlType::Q4_0 || type == GgmlType::Q8_0 || type == GgmlType::Q4_K);
+  return matvec_int8_enabled() && detail::has_int8_dot(type);
 }
 
 bool matvec_short_conv_supported(GgmlType type, const void* w, size_t row_bytes, int64_t k, int32_t conv_len) {
@@ -671,7 +679,7 @@ void matvec(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_
     if (!matvec_short_conv_supported(type, w, row_bytes, k, fusion.conv.len))
       throw Error(ErrorCode::Unsupported, "cuda matvec: the short-conv epilogue needs 16-byte aligned float rows and "
                                           "a kernel of 1.." + std::to_string(kMaxConvLen) + " taps");
-    if ( !fusion.conv.w || !fusion.conv.state || !fusion.conv.seqs || !fusion.conv.token_seq)
+    if (!fusion.conv.w || !fusion.conv.state || !fusion.conv.seqs || !fusion.conv.token_seq)
       throw Error(ErrorCode::InvalidArgument, "cuda matvec: the short-conv epilogue needs its weights, state and step");
   }
   const Fusion f{fusion.norm_w, fusion.norm_eps, int(fusion.out), fusion.scale, fusion.early_weights, fusion.conv};
