@@ -372,8 +372,9 @@ TEST_P(CudaAttention, PagedPrefillThenDecodeMatchCpu) {
 // merge in one launch) against the CPU's two ops. A prefill step, then decode steps with the norms
 // on and off and a sequence that joins with its first token (n_past 0), then a mixed step that the
 // plain kernels run: it reads the K/V the fused launches stored. The decode contexts (≤ 32 keys:
-// one block per head group writing its output directly; 71-74 keys: 3 splits merged) cover the
-// kernel's split counts below LongPromptMatchesCpu's.
+// one block per head group writing its output directly; 71-74 keys: one split for head dims up to
+// 64 (128 keys per split), 2 for 80 and 128 (64 keys), 5 for 256 (16 keys)) cover the kernel's
+// split counts below LongPromptMatchesCpu's.
 TEST_P(CudaAttention, FusedDecodeLayerMatchesCpu) {
   CERA_REQUIRE_CUDA();
   const AttnShape sh = std::get<0>(GetParam());
@@ -408,7 +409,8 @@ TEST_P(CudaAttention, FusedDecodeLayerMatchesCpu) {
 // Long prompts: a 530-token and a 45-token sequence in one step (many query tiles; key loops over
 // several key tiles, the last one partial), then a mixed step (37 more tokens after the 530, and
 // one), then two decode steps through the fused layer (qk_norm_rope_attention), whose 568 and 47
-// keys take all 16 splits and 2 of them.
+// keys take 5 splits and 1 (head dims ≤ 64), 9 and 1 (80, 128), or all 16, of several key batches
+// per warp, and 3 (256).
 TEST_P(CudaAttention, LongPromptMatchesCpu) {
   CERA_REQUIRE_CUDA();
   const AttnShape sh = std::get<0>(GetParam());

@@ -139,20 +139,22 @@ constexpr int kDecodeHeads = 8;
 struct DecodeBlock {
   int32_t t, kvh, h0, nh, split;
 };
+// H: q heads per block.
+template <int H>
 __device__ inline DecodeBlock decode_block(int32_t group, int32_t head_chunks) {
   const int32_t kvh = blockIdx.y / head_chunks;
-  const int32_t h0 = kvh * group + (blockIdx.y % head_chunks) * kDecodeHeads;
-  return {int32_t(blockIdx.x), kvh, h0, min(kDecodeHeads, kvh * group + group - h0), int32_t(blockIdx.z)};
+  const int32_t h0 = kvh * group + (blockIdx.y % head_chunks) * H;
+  return {int32_t(blockIdx.x), kvh, h0, min(H, kvh * group + group - h0), int32_t(blockIdx.z)};
 }
 
 // The online softmax's start: each lane's elements of the nh q heads (q_at(g, d); zero past nh or
 // head_dim), zero accumulators, m = -inf, l = 0.
-template <int E, class QAt>
-__device__ void start_heads(int32_t nh, int32_t hd, QAt q_at, float (&qv)[kDecodeHeads][E],
-                            float (&acc)[kDecodeHeads][E], float (&m)[kDecodeHeads], float (&l)[kDecodeHeads]) {
+template <int H, int E, class QAt>
+__device__ void start_heads(int32_t nh, int32_t hd, QAt q_at, float (&qv)[H][E], float (&acc)[H][E], float (&m)[H],
+                            float (&l)[H]) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
-  for (int g = 0; g < kDecodeHeads; ++g) {
+  for (int g = 0; g < H; ++g) {
     m[g] = -INFINITY;
     l[g] = 0.f;
 #pragma unroll
@@ -168,7 +170,7 @@ __device__ void start_heads(int32_t nh, int32_t hd, QAt q_at, float (&qv)[kDecod
 template <int E>
 inline constexpr int kKeyBatch = E <= 2 ? 8 : E <= 4 ? 4 : 2;
 
-// One batch of a warp's keys: jb, jb + kDecodeWarps, ... (kKeyBatch of them, those < j1). Decode
+// One batch of a warp's keys: jb, jb + W, ... (kKeyBatch of them, those < j1; W warps). Decode
 // contexts are short, so the loads' latency, not their bytes, is what a key costs: a warp issues a
 // whole batch's loads, then folds the keys in one by one, in the same order as one at a time.
 template <int E>
@@ -178,13 +180,13 @@ struct KeyBatch {
 
 // key_at(j) points at key j's head; its value is v_offset floats further, except that the key
 // `own_k` (if given) has its value at own_v. Keys equal to `skip` are left unloaded.
-template <int E, class KeyAt>
+template <int W, int E, class KeyAt>
 __device__ void load_keys(int32_t jb, int32_t j1, int32_t hd, KeyAt key_at, int64_t v_offset, KeyBatch<E>& kb,
                           const float* own_k = nullptr, const float* own_v = nullptr, int32_t skip = -1) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int u = 0; u < kKeyBatch<E>; ++u) {
-    const int32_t j = jb + u * kDecodeWarps;
+    const int32_t j = jb + u * W;
     if (j >= j1) break;
     if (j == skip) continue;  // filled in by the caller
     const float* kp = key_at(j);
@@ -201,19 +203,18 @@ __device__ void load_keys(int32_t jb, int32_t j1, int32_t hd, KeyAt key_at, int6
 // Online softmax of the block's nh q heads (qv) over the batch's keys, as one update per head: the
 // batch's dot products are reduced together (their shuffle chains interleave), then the running
 // max, sum and output move once. Latency, not arithmetic, is what a decode key costs.
-template <int E>
-__device__ void fold_keys(int32_t jb, int32_t j1, int32_t nh, const AttentionShape& sh,
-                          const float (&qv)[kDecodeHeads][E], float (&acc)[kDecodeHeads][E], float (&m)[kDecodeHeads],
-                          float (&l)[kDecodeHeads], const KeyBatch<E>& kb) {
+template <int W, int H, int E>
+__device__ void fold_keys(int32_t jb, int32_t j1, int32_t nh, const AttentionShape& sh, const float (&qv)[H][E],
+                          float (&acc)[H][E], float (&m)[H], float (&l)[H], const KeyBatch<E>& kb) {
   constexpr int U = kKeyBatch<E>;
 #pragma unroll
-  for (int g = 0; g < kDecodeHeads; ++g) {
+  for (int g = 0; g < H; ++g) {
     if (g >= nh) break;
     float s[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       s[u] = 0.f;
-      if (jb + u * kDecodeWarps < j1)
+      if (jb + u * W < j1)
 #pragma unroll
         for (int e = 0; e < E; ++e) s[u] += qv[g][e] * kb.k[u][e];
     }
@@ -224,7 +225,7 @@ __device__ void fold_keys(int32_t jb, int32_t j1, int32_t nh, const AttentionSha
     float mx = m[g];
 #pragma unroll
     for (int u = 0; u < U; ++u)
-      if (jb + u * kDecodeWarps < j1) mx = fmaxf(mx, s[u] * sh.scale);
+      if (jb + u * W < j1) mx = fmaxf(mx, s[u] * sh.scale);
     const float corr = expf(m[g] - mx);  // 0 while m is -inf; mx is finite (the batch has a key)
     l[g] *= corr;
 #pragma unroll
@@ -232,7 +233,7 @@ __device__ void fold_keys(int32_t jb, int32_t j1, int32_t nh, const AttentionSha
     m[g] = mx;
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      if (jb + u * kDecodeWarps >= j1) break;
+      if (jb + u * W >= j1) break;
       const float p = expf(s[u] * sh.scale - mx);
       l[g] += p;
 #pragma unroll
@@ -242,23 +243,23 @@ __device__ void fold_keys(int32_t jb, int32_t j1, int32_t nh, const AttentionSha
 }
 
 // Online softmax of the block's nh q heads over keys [j0, j1) a batch at a time (the fused decode
-// layer: few sequences, where latency is what a key costs): each warp takes every kDecodeWarps-th
+// layer: few sequences, where latency is what a key costs): each of the W warps takes every W-th
 // key, each lane every 32nd element; `first` is the warp's first batch, already loaded. key_at /
 // own_k / own_v as in load_keys.
-template <int E, class KeyAt>
+template <int W, int H, int E, class KeyAt>
 __device__ void attend_key_batches(int32_t j0, int32_t j1, int32_t nh, const AttentionShape& sh,
-                                   const float (&qv)[kDecodeHeads][E], float (&acc)[kDecodeHeads][E],
-                                   float (&m)[kDecodeHeads], float (&l)[kDecodeHeads], KeyAt key_at, int64_t v_offset,
-                                   const float* own_k, const float* own_v, const KeyBatch<E>& first) {
+                                   const float (&qv)[H][E], float (&acc)[H][E], float (&m)[H], float (&l)[H],
+                                   KeyAt key_at, int64_t v_offset, const float* own_k, const float* own_v,
+                                   const KeyBatch<E>& first) {
   const int warp = threadIdx.x / 32;
-  for (int32_t jb = j0 + warp; jb < j1; jb += kDecodeWarps * kKeyBatch<E>) {
+  for (int32_t jb = j0 + warp; jb < j1; jb += W * kKeyBatch<E>) {
     if (jb == j0 + warp) {
-      fold_keys(jb, j1, nh, sh, qv, acc, m, l, first);
+      fold_keys<W>(jb, j1, nh, sh, qv, acc, m, l, first);
       continue;
     }
     KeyBatch<E> kb;
-    load_keys(jb, j1, sh.head_dim, key_at, v_offset, kb, own_k, own_v);
-    fold_keys(jb, j1, nh, sh, qv, acc, m, l, kb);
+    load_keys<W>(jb, j1, sh.head_dim, key_at, v_offset, kb, own_k, own_v);
+    fold_keys<W>(jb, j1, nh, sh, qv, acc, m, l, kb);
   }
 }
 
@@ -367,7 +368,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_kernel(KvLayer kv, S
   __shared__ float sm_m[kDecodeWarps][kDecodeHeads], sm_l[kDecodeWarps][kDecodeHeads];
   __shared__ float sm_o[kDecodeWarps][kDecodeHeads][kMaxHd];
 
-  const auto [t, kvh, h0, nh, split] = decode_block(group, head_chunks);
+  const auto [t, kvh, h0, nh, split] = decode_block<kDecodeHeads>(group, head_chunks);
   const int32_t hd = sh.head_dim;
 
   const DeviceSeq sq = step.seqs[step.token_seq[t]];
@@ -421,17 +422,78 @@ __device__ void combine_splits(const float* p, float* out, int32_t hd, int32_t n
 // the first n_split = ⌈n_keys / kFusedKeysPerSplit⌉ (at most kDecodeSplits) work: short contexts
 // take few splits, and a context of ≤ kFusedKeysPerSplit keys is one block per head group that
 // writes its output directly, with no partials, counter or merge.
-constexpr int32_t kFusedKeysPerSplit = 32;
+// A block is kFusedWarps warps over kFusedHeads q heads, and a split is as many keys as its warps
+// load in one batch each, before the PDL wait: the keys' loads overlap the products before the
+// layer, and after the wait a split folds in keys already in registers. Head dims up to 64 take
+// 128 keys per split, 80-128 take 64, so a short decode needs no merge between blocks. (The
+// previous shape, 4 warps and 32 keys per split, measured tg128 2-4 % slower on LFM2-1.2B and
+// Llama-3.2-1B and 11 % slower on Qwen3-0.6B (28 attention layers, head dim 128), H200.)
+constexpr int kFusedHeads = 4;
+template <int kMaxHd>
+inline constexpr int kFusedWarps = kMaxHd <= 128 ? 16 : 8;  // shared memory: sm.o is W · H · kMaxHd floats
+template <int kMaxHd>
+inline constexpr int32_t kFusedKeysPerSplit = kFusedWarps<kMaxHd> * kKeyBatch<kMaxHd / 32>;
+
+// The W warps' online-softmax parts of the block's H heads, merged in shared memory.
+template <int kMaxHd, int W, int H>
+struct WarpParts {
+  float m[W][H], l[W][H], c[W][H], mm[H], ll[H];
+  float o[W][H][kMaxHd];
+};
+
+// Merges the warps' parts (m, l, acc) of heads g < nh and writes, for head g at dst + g·head_stride,
+// either the normalised output (direct) or the split's part (m, l, unnormalised o: what
+// combine_splits reads). Each output sums the warps in a fixed order: replays are bit for bit.
+template <int kMaxHd, int W, int H, int E>
+__device__ void merge_warps(WarpParts<kMaxHd, W, H>& sm, const float (&m)[H], const float (&l)[H],
+                            const float (&acc)[H][E], int32_t nh, int32_t hd, float* dst, int64_t head_stride,
+                            bool direct) {
+  static_assert(W >= H && W <= 32, "warp g merges head g, lane w reads warp w's part");
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int g = 0; g < H; ++g) {
+    if (lane == 0) sm.m[warp][g] = m[g], sm.l[warp][g] = l[g];
+#pragma unroll
+    for (int e = 0; e < E; ++e) sm.o[warp][g][lane + 32 * e] = acc[g][e];
+  }
+  __syncthreads();
+  if (warp < nh) {  // each warp's weight exp(m_w - max m) in head `warp`, and the merged l
+    const int g = warp;
+    const float mw = lane < W ? sm.m[lane][g] : -INFINITY;
+    float mm = mw;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, o));
+    const float c = mw == -INFINITY ? 0.f : expf(mw - mm);  // a warp without keys weighs nothing
+    float ll = lane < W ? sm.l[lane][g] * c : 0.f;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ll += __shfl_xor_sync(0xffffffffu, ll, o);
+    if (lane < W) sm.c[lane][g] = c;
+    if (lane == 0) sm.mm[g] = mm, sm.ll[g] = ll;
+  }
+  __syncthreads();
+  for (int32_t i = threadIdx.x; i < nh * hd; i += W * 32) {
+    const int32_t g = i / hd, d = i % hd;
+    float o = 0.f;
+#pragma unroll
+    for (int w = 0; w < W; ++w) o += sm.o[w][g][d] * sm.c[w][g];
+    float* head = dst + g * head_stride;
+    if (direct) {
+      head[d] = o * (1.f / sm.ll[g]);
+      continue;
+    }
+    head[2 + d] = o;
+    if (d == 0) head[0] = sm.mm[g], head[1] = sm.ll[g];
+  }
+}
 
 template <int kMaxHd>
-__global__ void __launch_bounds__(kDecodeWarps * 32)
+__global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
     decode_fused_kernel(KvLayer kv, StepView step, DecodeQkv in, AttentionShape sh, int32_t group, int32_t head_chunks,
                         float* partial, unsigned* done, float* out, int64_t os) {
   pdl_launch_dependents();
-  constexpr int E = kMaxHd / 32;
-  __shared__ float sm_m[kDecodeWarps][kDecodeHeads], sm_l[kDecodeWarps][kDecodeHeads];
-  __shared__ float sm_o[kDecodeWarps][kDecodeHeads][kMaxHd];
-  __shared__ float sm_q[kDecodeHeads][kMaxHd], sm_k[kMaxHd], sm_v[kMaxHd];
+  constexpr int E = kMaxHd / 32, W = kFusedWarps<kMaxHd>, H = kFusedHeads;
+  __shared__ WarpParts<kMaxHd, W, H> sm;
+  __shared__ float sm_q[H][kMaxHd], sm_k[kMaxHd], sm_v[kMaxHd];
   __shared__ bool sm_last;
 
   // Before the PDL wait (pdl.h): the step's metadata, the RoPE angles and the warp's first batch of
@@ -439,14 +501,15 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   // token's were filled by earlier steps, and its own slot is written only by this launch and
   // read from shared memory — so a decode layer's dependent loads overlap the products before it
   // and only the token's q, k and v are read after the wait.
-  const auto [t, kvh, h0, nh, split] = decode_block(group, head_chunks);
+  const auto [t, kvh, h0, nh, split] = decode_block<H>(group, head_chunks);
   const int32_t hd = sh.head_dim;
   const DeviceSeq sq = step.seqs[step.token_seq[t]];
   const int32_t* table = step.block_tables + sq.block_offset;
   const int32_t slot = sq.n_past + (t - sq.first_token);  // the token's cache position
   const int32_t n_keys = slot + 1;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int32_t n_split = min(kDecodeSplits, (n_keys + kFusedKeysPerSplit - 1) / kFusedKeysPerSplit);
+  constexpr int32_t kKeys = kFusedKeysPerSplit<kMaxHd>;
+  const int32_t n_split = min(kDecodeSplits, (n_keys + kKeys - 1) / kKeys);
   if (split >= n_split) {  // block-uniform: no barrier below is skipped by part of a block
     pdl_wait();
     return;
@@ -456,19 +519,19 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   const int64_t v_offset = int64_t(kv.block_size) * kv.kv_dim;
   auto cached_key = [&](int32_t j) -> const float* { return k_at(kv, table, j) + int64_t(kvh) * hd; };
   KeyBatch<E> first;
-  load_keys(j0 + warp, j1, hd, cached_key, v_offset, first, nullptr, nullptr, slot);
+  load_keys<W>(j0 + warp, j1, hd, cached_key, v_offset, first, nullptr, nullptr, slot);
   const RopeLane<kMaxHd / 64> rot =
       in.rope.n_rot > 0 ? rope_lane<kMaxHd / 64>(in.rope, step.positions[t]) : RopeLane<kMaxHd / 64>{};
   pdl_wait();
 
   // The block's q heads and the token's k head, normalised and rotated, and its v head.
-  for (int32_t g = warp; g < nh; g += kDecodeWarps) {
+  for (int32_t g = warp; g < nh; g += W) {
     const float* src = in.q + int64_t(t) * in.q_stride + int64_t(h0 + g) * hd;
     for (int32_t d = lane; d < hd; d += 32) sm_q[g][d] = src[d];
     __syncwarp();
     norm_rope_head(sm_q[g], in.q_norm, in.eps, hd, in.rope, rot);
   }
-  if (warp == kDecodeWarps - 1) {
+  if (warp == W - 1) {
     const float* ks = in.k + int64_t(t) * in.k_stride + int64_t(kvh) * hd;
     const float* vs = in.v + int64_t(t) * in.v_stride + int64_t(kvh) * hd;
     for (int32_t d = lane; d < hd; d += 32) sm_k[d] = ks[d], sm_v[d] = vs[d];
@@ -484,7 +547,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   // The token's own key, if it is in the first batch, from shared memory.
 #pragma unroll
   for (int u = 0; u < kKeyBatch<E>; ++u)
-    if (j0 + warp + u * kDecodeWarps == slot && slot < j1)
+    if (j0 + warp + u * W == slot && slot < j1)
 #pragma unroll
       for (int e = 0; e < E; ++e) {
         const int32_t d = lane + 32 * e;
@@ -492,17 +555,19 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
         first.v[u][e] = d < hd ? sm_v[d] : 0.f;
       }
 
-  float qv[kDecodeHeads][E], acc[kDecodeHeads][E], m[kDecodeHeads], l[kDecodeHeads];
+  float qv[H][E], acc[H][E], m[H], l[H];
   start_heads(nh, hd, [&](int32_t g, int32_t d) { return sm_q[g][d]; }, qv, acc, m, l);
   // Later batches: the token's own key and value come from shared memory (own_k / own_v).
-  attend_key_batches(j0, j1, nh, sh, qv, acc, m, l,
-                     [&](int32_t j) -> const float* { return j == slot ? sm_k : cached_key(j); }, v_offset, sm_k, sm_v,
-                     first);
+  attend_key_batches<W>(j0, j1, nh, sh, qv, acc, m, l,
+                        [&](int32_t j) -> const float* { return j == slot ? sm_k : cached_key(j); }, v_offset, sm_k,
+                        sm_v, first);
   if (n_split == 1) {  // this block saw every key
-    write_split(sm_m, sm_l, sm_o, m, l, acc, partial, t, h0, nh, split, sh, out + int64_t(t) * os);
+    merge_warps(sm, m, l, acc, nh, hd, out + int64_t(t) * os + int64_t(h0) * hd, hd, true);
     return;
   }
-  write_split(sm_m, sm_l, sm_o, m, l, acc, partial, t, h0, nh, split, sh);
+  const int32_t stride = hd + 2;
+  merge_warps(sm, m, l, acc, nh, hd, partial + ((int64_t(t) * sh.n_head + h0) * kDecodeSplits + split) * stride,
+              int64_t(kDecodeSplits) * stride, false);
 
   // The last of the n_split blocks of this (token, head chunk) merges them.
   __threadfence();  // this block's part is visible device-wide before it is counted
@@ -515,7 +580,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   __syncthreads();
   if (!sm_last) return;
   __threadfence();
-  for (int32_t g = warp; g < nh; g += kDecodeWarps)
+  for (int32_t g = warp; g < nh; g += W)
     combine_splits(partial + (int64_t(t) * sh.n_head + h0 + g) * kDecodeSplits * (hd + 2),
                    out + int64_t(t) * os + int64_t(h0 + g) * hd, hd, n_split);
 }
@@ -649,7 +714,7 @@ bool attention_decode_fused_supported(int32_t head_dim) { return head_dim <= 256
 
 size_t attention_decode_counters(int32_t n_tokens, const AttentionShape& sh) {
   const int32_t group = sh.n_head / sh.n_head_kv;
-  return size_t(n_tokens) * size_t(sh.n_head_kv) * size_t((group + kDecodeHeads - 1) / kDecodeHeads);
+  return size_t(n_tokens) * size_t(sh.n_head_kv) * size_t((group + kFusedHeads - 1) / kFusedHeads);
 }
 
 void attention_decode_fused(const KvLayer& kv, const StepView& step, int32_t n_tokens, const DecodeQkv& qkv,
@@ -659,13 +724,12 @@ void attention_decode_fused(const KvLayer& kv, const StepView& step, int32_t n_t
   if (!attention_decode_fused_supported(sh.head_dim))
     throw Error(ErrorCode::Unsupported, "fused decode attention: head_dim " + std::to_string(sh.head_dim) + " > 256");
   const int32_t group = sh.n_head / sh.n_head_kv;
-  const int32_t chunks = (group + kDecodeHeads - 1) / kDecodeHeads;
+  const int32_t chunks = (group + kFusedHeads - 1) / kFusedHeads;
   const dim3 grid(unsigned(n_tokens), unsigned(sh.n_head_kv * chunks), kDecodeSplits);
-  const int threads = kDecodeWarps * 32;
   switch (head_dim_bucket(sh.head_dim)) {
-    case 64: launch_pdl(decode_fused_kernel<64>, grid, dim3(threads), 0, s, kv, step, qkv, sh, group, chunks, partial, counters, out, os); break;
-    case 128: launch_pdl(decode_fused_kernel<128>, grid, dim3(threads), 0, s, kv, step, qkv, sh, group, chunks, partial, counters, out, os); break;
-    default: launch_pdl(decode_fused_kernel<256>, grid, dim3(threads), 0, s, kv, step, qkv, sh, group, chunks, partial, counters, out, os); break;
+    case 64: launch_pdl(decode_fused_kernel<64>, grid, dim3(kFusedWarps<64> * 32), 0, s, kv, step, qkv, sh, group, chunks, partial, counters, out, os); break;
+    case 128: launch_pdl(decode_fused_kernel<128>, grid, dim3(kFusedWarps<128> * 32), 0, s, kv, step, qkv, sh, group, chunks, partial, counters, out, os); break;
+    default: launch_pdl(decode_fused_kernel<256>, grid, dim3(kFusedWarps<256> * 32), 0, s, kv, step, qkv, sh, group, chunks, partial, counters, out, os); break;
   }
   CERA_CUDA_CHECK_LAUNCH();
 }
