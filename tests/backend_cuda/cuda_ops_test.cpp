@@ -491,7 +491,7 @@ TEST(CudaOps, ShortConvOverSequencesAndStepsMatchesCpu) {
 }
 
 // LFM2's conv mixer input as one op (rms_norm_matmul_short_conv): CUDA decode folds the short
-// convolution into the in_proj matvec's epilogue (one block per channel: its B, C and X rows).
+// convolution into the in_proj matvec's epilogue (a block takes 4 channels: their B, C and X rows).
 // Checked against the op's definition (Backend's default: norm + product, then the conv kernel) on a
 // second CUDA backend, over prefill, decode steps of 1 and 2 sequences (the fused epilogue), a step
 // of 3 (the GEMM path) and a sequence joining mid-way, so a wrong row triplet, a misread state slot
@@ -504,7 +504,8 @@ class CudaShortConvFused : public ::testing::TestWithParam<ConvFusedCase> {};
 TEST_P(CudaShortConvFused, InProjWithConvEpilogueMatchesPlainOps) {
   CERA_REQUIRE_CUDA();
   const auto [type, fold] = GetParam();
-  const int64_t D = 512;
+  // C channels over a hidden size of K: 510 leaves the last block of 4 channels with 2.
+  const int64_t K = 512, C = 510;
   const int32_t Lk = 3;
   CudaBackendOptions o;
   o.use_graphs = false;
@@ -512,29 +513,29 @@ TEST_P(CudaShortConvFused, InProjWithConvEpilogueMatchesPlainOps) {
   auto fused = make_cuda_backend(o), plain = make_cuda_backend(o);
   auto cpu = make_cpu_backend({2});
   std::deque<std::vector<uint8_t>> kept;  // weights used in place by the CPU backend
-  const auto in_data = random_floats(size_t(3 * D * D), 31, -0.1f, 0.1f);
-  const auto conv_data = random_floats(size_t(D * Lk), 32, -1.f, 1.f);
-  const auto norm_data = random_floats(size_t(D), 33, 0.5f, 1.5f);
+  const auto in_data = random_floats(size_t(3 * C * K), 31, -0.1f, 0.1f);
+  const auto conv_data = random_floats(size_t(C * Lk), 32, -1.f, 1.f);
+  const auto norm_data = random_floats(size_t(K), 33, 0.5f, 1.5f);
   struct Net {
     Backend* be = nullptr;
     Tensor in_proj, conv, norm, x, h, bcx, y;
   };
   StateLayout layout;
   layout.n_conv_layers = 2;
-  layout.conv_state_dim = (Lk - 1) * D;
+  layout.conv_state_dim = (Lk - 1) * C;
   layout.n_conv_slots = 4;
   auto make = [&](Backend& be) {
     Net n;
     n.be = &be;
-    const size_t row_bytes = ggml_row_bytes(type, D);
-    std::vector<uint8_t>& bytes = kept.emplace_back(row_bytes * size_t(3 * D));
-    for (int64_t r = 0; r < 3 * D; ++r)
-      quant::quantize_row_ref(type, in_data.data() + r * D, bytes.data() + r * row_bytes, D);
-    n.in_proj = be.upload_weight(type, 3 * D, D, bytes.data());
-    n.conv = be.upload_weight(GgmlType::F32, D, Lk, conv_data.data());  // outlives the backends
-    n.norm = be.alloc(1, D);
+    const size_t row_bytes = ggml_row_bytes(type, K);
+    std::vector<uint8_t>& bytes = kept.emplace_back(row_bytes * size_t(3 * C));
+    for (int64_t r = 0; r < 3 * C; ++r)
+      quant::quantize_row_ref(type, in_data.data() + r * K, bytes.data() + r * row_bytes, K);
+    n.in_proj = be.upload_weight(type, 3 * C, K, bytes.data());
+    n.conv = be.upload_weight(GgmlType::F32, C, Lk, conv_data.data());  // outlives the backends
+    n.norm = be.alloc(1, K);
     write(be, n.norm, norm_data);
-    n.x = be.alloc(16, D), n.h = be.alloc(16, D), n.bcx = be.alloc(16, 3 * D), n.y = be.alloc(16, D);
+    n.x = be.alloc(16, K), n.h = be.alloc(16, K), n.bcx = be.alloc(16, 3 * C), n.y = be.alloc(16, C);
     be.configure_state(layout);
     for (int s = 0; s < layout.n_conv_slots; ++s) be.clear_conv_slot(s);
     return n;
@@ -552,7 +553,7 @@ TEST_P(CudaShortConvFused, InProjWithConvEpilogueMatchesPlainOps) {
   for (size_t i = 0; i < steps.size(); ++i) {
     const test::Step st(steps[i]);
     const int64_t T = st.n_tokens();
-    const auto xs = random_floats(size_t(T * D), 40 + uint32_t(i), -2.f, 2.f);
+    const auto xs = random_floats(size_t(T * K), 40 + uint32_t(i), -2.f, 2.f);
     auto run = [&](Net& n, bool use_fused) {
       n.be->set_step(st.in);
       Tensor x = n.x.first_rows(T), h = n.h.first_rows(T), bcx = n.bcx.first_rows(T), y = n.y.first_rows(T);

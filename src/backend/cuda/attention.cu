@@ -368,7 +368,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_kernel(KvLayer kv, S
   __shared__ float sm_m[kDecodeWarps][kDecodeHeads], sm_l[kDecodeWarps][kDecodeHeads];
   __shared__ float sm_o[kDecodeWarps][kDecodeHeads][kMaxHd];
 
-  const auto [t, kvh, h0, nh, split] = decode_block<kDecodeHeads>(group, head_chunks);
+  const DecodeBlock blk = decode_block<kDecodeHeads>(group, head_chunks);  // (lambdas below capture its fields)
+  const int32_t t = blk.t, kvh = blk.kvh, h0 = blk.h0, nh = blk.nh, split = blk.split;
   const int32_t hd = sh.head_dim;
 
   const DeviceSeq sq = step.seqs[step.token_seq[t]];
@@ -501,7 +502,8 @@ __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
   // token's were filled by earlier steps, and its own slot is written only by this launch and
   // read from shared memory — so a decode layer's dependent loads overlap the products before it
   // and only the token's q, k and v are read after the wait.
-  const auto [t, kvh, h0, nh, split] = decode_block<H>(group, head_chunks);
+  const DecodeBlock blk = decode_block<H>(group, head_chunks);  // (lambdas below capture its fields)
+  const int32_t t = blk.t, kvh = blk.kvh, h0 = blk.h0, nh = blk.nh, split = blk.split;
   const int32_t hd = sh.head_dim;
   const DeviceSeq sq = step.seqs[step.token_seq[t]];
   const int32_t* table = step.block_tables + sq.block_offset;

@@ -598,8 +598,10 @@ class CudaBackend final : public Backend {
   // fused kernel's blocks redoes its heads' norm and RoPE (double-precision angles) for its split of
   // the keys: free at batch 1, where four launches become one (H200 tg128: Qwen3-0.6B Q4_0 ~590 →
   // ~890, LFM2-1.2B BF16 +3 %), but at 128 sequences that work is 16× the unfused kernels' and
-  // LFM2-1.2B BF16 fell from 58k to 41k tokens/s; at 8 it measured slightly slower too.
-  static constexpr int32_t kFusedAttentionMaxTokens = 4;
+  // LFM2-1.2B BF16 fell from 58k to 41k tokens/s. With 16-warp blocks (attention.cu) 8 sequences
+  // gain (LFM2-1.2B BF16 6,377 → 6,688, Q4_0 3,825 → 3,938) while 32 lose (22,371 → 21,270) and
+  // 128 lose more (55,576 → 44,935).
+  static constexpr int32_t kFusedAttentionMaxTokens = 8;
   void qk_norm_rope_attention(int32_t layer, Tensor q, Tensor k, const Tensor& v, const Tensor* q_norm,
                               const Tensor* k_norm, float eps, const AttentionParams& p, const RopeParams& rope,
                               Tensor out) override {

@@ -47,9 +47,10 @@ using detail::Chunk8;
 using detail::kIsFloat;
 
 constexpr int kMaxWarps = 8;
-// The short-conv epilogue: two channels per block (their B, C and X rows), so each x slice still
-// serves several rows; kernels of up to kMaxConvLen taps (LFM2: 3).
-constexpr int kConvRows = 6;
+// The short-conv epilogue: four channels per block (their B, C and X rows), so each x slice serves
+// 12 rows (H200 tg128, LFM2-1.2B: BF16 1,208-1,252 → 1,246-1,264, Q4_0 1,425 → 1,450-1,460 against
+// two channels); kernels of up to kMaxConvLen taps (LFM2: 3).
+constexpr int kConvRows = 12;
 constexpr int kMaxConvLen = 4;
 
 template <GgmlType T, int NX = 1, bool kI8 = false>
