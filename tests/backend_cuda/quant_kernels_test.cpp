@@ -47,12 +47,13 @@ std::string label(GgmlType t, int64_t n_rows, int64_t k) {
 }
 
 // Shapes per type: odd row counts; k not a multiple of 256 for the 32-element formats and not of 8
-// for the float formats (their unaligned path).
+// for the float formats (their unaligned path); float k = 2312 gives a warp a second tile of 8
+// elements (the pipelined kernel's partial next tile).
 std::vector<std::pair<int64_t, int64_t>> shapes_for(GgmlType t) {
   const int64_t blk = ggml_traits(t).block_elems;
   if (blk == 256) return {{1, 256}, {7, 768}, {257, 2048}, {1000, 512}, {33, 4096}};
   if (blk == 32) return {{1, 32}, {7, 96}, {257, 2080}, {1000, 544}, {33, 4096}};
-  return {{1, 8}, {7, 13}, {257, 2048}, {1000, 520}, {33, 4096}, {5, 1001}};
+  return {{1, 8}, {7, 13}, {257, 2048}, {1000, 520}, {33, 4096}, {9, 2312}, {5, 1001}};
 }
 
 TEST(QuantKernels, SupportsWeightTypes) {
