@@ -69,11 +69,13 @@ double time_calls(const std::vector<void*>& bufs, int reps, cudaEvent_t e0, cuda
 }
 
 // Copies of a matrix (one quantized random row tiled) exceeding the L2 several times over.
+// Rows in the GPU layout (cuda::to_device_layout), cuda::device_row_bytes apart.
 std::vector<void*> make_copies(cera::GgmlType t, int64_t n_rows, int64_t k, const std::vector<float>& row) {
-  const size_t row_bytes = cera::ggml_row_bytes(t, k);
+  const size_t row_bytes = cera::cuda::device_row_bytes(t, k);
   const size_t bytes = row_bytes * size_t(n_rows);
-  std::vector<uint8_t> qrow(row_bytes), host(bytes);
-  cera::quant::quantize_row_ref(t, row.data(), qrow.data(), k);
+  std::vector<uint8_t> stored(cera::ggml_row_bytes(t, k)), qrow(row_bytes), host(bytes);
+  cera::quant::quantize_row_ref(t, row.data(), stored.data(), k);
+  cera::cuda::to_device_layout(t, stored.data(), stored.size(), 1, k, qrow.data(), row_bytes);
   for (int64_t r = 0; r < n_rows; ++r) std::copy(qrow.begin(), qrow.end(), host.begin() + r * row_bytes);
   const int copies = int(std::max<size_t>(2, (size_t(512) << 20) / bytes + 1));
   std::vector<void*> bufs(static_cast<size_t>(copies));
@@ -95,7 +97,7 @@ void bench_int8(int nx, int reps, const std::vector<float>& row, float* dx, floa
   const bool was_on = cera::cuda::matvec_int8_enabled();
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0}) {
     for (const FastShape& s : kFastShapes) {
-      const size_t row_bytes = cera::ggml_row_bytes(t, s.k);
+      const size_t row_bytes = cera::cuda::device_row_bytes(t, s.k);
       const size_t bytes = row_bytes * size_t(s.n_rows);
       const std::vector<void*> bufs = make_copies(t, s.n_rows, s.k, row);
       cera::cuda::MatvecFusion f;
@@ -134,7 +136,7 @@ void bench_norm_fold(int nx, int reps, const std::vector<float>& row, float* dx,
   for (GgmlType t : {GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K}) {
     for (const FastShape& s : kFastShapes) {
       if (!s.norm || s.n_rows > 16384) continue;
-      const size_t row_bytes = cera::ggml_row_bytes(t, s.k);
+      const size_t row_bytes = cera::cuda::device_row_bytes(t, s.k);
       const size_t bytes = row_bytes * size_t(s.n_rows);
       const std::vector<void*> bufs = make_copies(t, s.n_rows, s.k, row);
       cera::cuda::MatvecFusion f;
@@ -193,7 +195,7 @@ void bench_chain(int nx, int reps, float* dx, float* dy, float* dnorm, cudaEvent
     std::vector<void*> ws;
     size_t total = 0;
     for (const Product& p : step) {
-      const size_t bytes = cera::ggml_row_bytes(t, p.k) * size_t(p.n_rows);
+      const size_t bytes = cera::cuda::device_row_bytes(t, p.k) * size_t(p.n_rows);
       void* w = nullptr;
       CHECK(cudaMalloc(&w, bytes));
       CHECK(cudaMemset(w, 0x3c, bytes));  // small finite values in every format
@@ -211,7 +213,7 @@ void bench_chain(int nx, int reps, float* dx, float* dy, float* dnorm, cudaEvent
         f.out = p.out;
         f.early_weights = early;
         if (p.norm && fold) f.norm_w = dnorm, f.norm_eps = 1e-5f;
-        cera::cuda::matvec(t, ws[i], p.n_rows, p.k, cera::ggml_row_bytes(t, p.k), dx, p.k, nx, dy, p.n_rows, st, f);
+        cera::cuda::matvec(t, ws[i], p.n_rows, p.k, cera::cuda::device_row_bytes(t, p.k), dx, p.k, nx, dy, p.n_rows, st, f);
         if (spacer)
           cera::cuda::rms_norm(dx, 8192, nullptr, 0, dnorm, 1e-5f, dx + 4096, 8192, nx, 2048, st);
       }
@@ -285,7 +287,7 @@ int main(int argc, char** argv) {
   for (GgmlType t : types) {
     if (!only.empty()) break;
     for (const auto& s : shapes) {
-      const size_t row_bytes = cera::ggml_row_bytes(t, s.k);
+      const size_t row_bytes = cera::cuda::device_row_bytes(t, s.k);
       const size_t bytes = row_bytes * size_t(s.n_rows);
       const std::vector<void*> bufs = make_copies(t, s.n_rows, s.k, row);
       const double sec = time_calls(bufs, reps, e0, e1, [&](void* w) {

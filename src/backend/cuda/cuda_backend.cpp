@@ -192,18 +192,28 @@ class CudaBackend final : public Backend {
     t.type = type;
     t.rows = rows;
     t.cols = cols;
-    t.row_bytes = ggml_row_bytes(type, cols);
+    // The GPU layout of the rows (quant_kernels.h: Q4_0 in super-blocks, the rest as stored).
+    t.row_bytes = cuda::device_row_bytes(type, cols);
     const size_t bytes = t.row_bytes * size_t(rows);
     t.data = weight_memory(bytes);
     // A model with 16-bit or quantized matrices gets f16 tensor-core attention (its error is far
     // below the weights' rounding); an all-F32 model keeps fp32-accurate (3xTF32) attention.
     if (type != GgmlType::F32) attention_precision_ = cuda::AttentionPrecision::F16;
-    upload(t.data, data, bytes);
+    const size_t stored_row = ggml_row_bytes(type, cols);
+    if (type == GgmlType::Q4_0) {
+      std::vector<uint8_t> host(bytes);
+      cuda::to_device_layout(type, static_cast<const uint8_t*>(data), stored_row, rows, cols, host.data(), t.row_bytes);
+      upload(t.data, host.data(), bytes);
+    } else {
+      upload(t.data, data, bytes);
+    }
     return t;
   }
 
   // The whole model in one chunk when the loader says how much is coming: a chunk boundary between
-  // gate and up (or q and k) would split that layer's fused product in two.
+  // gate and up (or q and k) would split that layer's fused product in two. (The loader counts GGML
+  // bytes; Q4_0 rows whose k is not a multiple of 256 take a little more on the GPU, padded to whole
+  // super-blocks, and what does not fit goes to a further chunk: correct, at worst one unfused pair.)
   void reserve_weights(size_t bytes, size_t n_tensors) override {
     const size_t size = bytes + 16 * n_tensors;  // each weight is padded to 16 bytes
     if (arena_ && arena_->bytes() - arena_used_ >= size) return;

@@ -71,15 +71,19 @@ __device__ __forceinline__ int scale_q3k(const uint8_t* b, int s) {
 template <GgmlType T>
 struct Block;  // kElems, kBytes, kHasBias, decode(block, part, chunk): elements [8*part, 8*part+8)
 
+// Q4_0 in its GPU layout (quant_kernels.h): a super-block of 8 GGML blocks, their f16 scales first
+// (block s at 2s), then their 16 nibble bytes each (at 16 + 16s; low nibbles are elements 0-15 of
+// the block, high ones 16-31).
 template <>
 struct Block<GgmlType::Q4_0> {
-  static constexpr int kElems = 32, kBytes = 18;
+  static constexpr int kElems = 256, kBytes = 144;
   static constexpr bool kHasBias = false;
   __device__ static void decode(const uint8_t* b, int part, Chunk8& c) {
-    const uint8_t* qs = b + 2 + 8 * (part & 1);  // parts 0,1: low nibbles; 2,3: high nibbles
-    const int sh = 4 * (part >> 1);
+    const int s = part >> 2, p = part & 3;  // block s; its chunks 0,1: low nibbles; 2,3: high
+    const uint8_t* qs = b + 16 + 16 * s + 8 * (p & 1);
+    const int sh = 4 * (p >> 1);
     bytes_to_q((ld32_a2(qs) >> sh) & 0x0F0F0F0Fu, (ld32_a2(qs + 4) >> sh) & 0x0F0F0F0Fu, 8.0f, c.q);
-    c.scale = h2f(ld16(b));
+    c.scale = h2f(ld16(b + 2 * s));
     c.bias = 0.0f;
   }
 };

@@ -82,21 +82,21 @@ __host__ __device__ constexpr bool has_int8_dot(GgmlType t) {
 template <GgmlType T>
 inline constexpr bool kHasInt8Dot = has_int8_dot(T);
 
-// Σ level · q over this lane's half of a Q4_0 / Q8_0 block (exact).
-template <GgmlType T>
-__device__ int half_dot(const uint8_t* b, int half, const XHalfI8& x);
-
-template <>
-__device__ __forceinline__ int half_dot<GgmlType::Q4_0>(const uint8_t* b, int half, const XHalfI8& x) {
-  uint32_t w[2];  // bytes 8h..8h+7: low nibbles elements 8h+j, high nibbles 16+8h+j
-  load_words_a2(b + 2 + 8 * half, w);
+// Σ (level - 8) · q over this lane's half of a Q4_0 block, from its 8 nibble bytes 8h..8h+7 (low
+// nibbles: elements 8h+j, high: 16+8h+j), exact. Q4_0 lanes load these bytes straight from the
+// super-block layout (matvec.cu), not through HalfBlockI8.
+__device__ __forceinline__ int q4_0_half_dot(uint2 w, const XHalfI8& x) {
   int s = -8 * x.sum;
-  s = __dp4a(int(w[0] & 0x0F0F0F0Fu), int(x.q[0]), s);
-  s = __dp4a(int(w[1] & 0x0F0F0F0Fu), int(x.q[1]), s);
-  s = __dp4a(int((w[0] >> 4) & 0x0F0F0F0Fu), int(x.q[2]), s);
-  s = __dp4a(int((w[1] >> 4) & 0x0F0F0F0Fu), int(x.q[3]), s);
+  s = __dp4a(int(w.x & 0x0F0F0F0Fu), int(x.q[0]), s);
+  s = __dp4a(int(w.y & 0x0F0F0F0Fu), int(x.q[1]), s);
+  s = __dp4a(int((w.x >> 4) & 0x0F0F0F0Fu), int(x.q[2]), s);
+  s = __dp4a(int((w.y >> 4) & 0x0F0F0F0Fu), int(x.q[3]), s);
   return s;
 }
+
+// Σ level · q over this lane's half of a Q8_0 block (exact).
+template <GgmlType T>
+__device__ int half_dot(const uint8_t* b, int half, const XHalfI8& x);
 
 template <>
 __device__ __forceinline__ int half_dot<GgmlType::Q8_0>(const uint8_t* b, int half, const XHalfI8& x) {
@@ -112,9 +112,10 @@ __device__ __forceinline__ int half_dot<GgmlType::Q8_0>(const uint8_t* b, int ha
 }
 
 // add(tile, blk, half, x, acc): adds this lane's half of 32-element block `blk` of a staged row
-// tile (tile: its first byte) times x to acc. Q4_0 / Q8_0: one f16 scale per block.
+// tile (tile: its first byte) times x to acc. Q8_0: one f16 scale per block.
 template <GgmlType T>
 struct HalfBlockI8 {
+  static_assert(T == GgmlType::Q8_0, "Q4_0 takes the direct path; Q4_K has its own");
   __device__ static __forceinline__ void add(const uint8_t* tile, int blk, int half, const XHalfI8& x, float& acc) {
     const uint8_t* b = tile + blk * Block<T>::kBytes;
     acc = fmaf(float(half_dot<T>(b, half, x)), __fmul_rn(h2f(ld16(b)), x.d), acc);

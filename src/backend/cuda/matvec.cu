@@ -1,4 +1,5 @@
-// Decode matrix-vector product y[t] = W x[t] for 1..8 activation rows, weights in their GGML format.
+// Decode matrix-vector product y[t] = W x[t] for 1..8 activation rows, weights in their GPU layout
+// (quant_kernels.h: GGML's formats, Q4_0 in super-blocks).
 //
 // Memory-bound: the goal is to stream W once at close to HBM bandwidth. Layout of the work:
 //  * a block owns R consecutive weight rows; its warps split k into tiles (warp w takes tiles
@@ -14,14 +15,15 @@
 //    reused for all R rows from registers, which keeps L1 traffic below the weight stream's;
 //  * per chunk the lane sums q_j * x_j and applies scale (and bias * Σx) once: 1 FMA per element;
 //    Q4_0 / Q8_0 / Q4_K instead round x to int8 (int8_dot.cuh): a lane pair takes a 32-element
-//    block of the tile, its integer dot products (dp4a) scaled once per half block;
+//    block of the tile, its integer dot products (dp4a) scaled once per half block; Q4_0's lanes
+//    load their nibbles and scales straight into registers (no stage);
 //  * lanes reduce with shuffles, warps through shared memory, in a fixed order (deterministic).
 // Fusions (MatvecFusion): the norm costs no pass of its own. W·(norm_w ⊙ x / rms(x)) is
 // (W·(norm_w ⊙ x)) / rms(x), so each x slice is multiplied by norm_w as it is loaded, Σx² is summed
 // from the same slices (the block's warps together read x exactly once), and the epilogue divides
 // by rms(x). No prologue, no extra read of x, no kernel before the product. SwiGLU
 // pairs gate row j with up row F + j in one block, so the epilogue can combine them; LFM2's short
-// conv takes a channel's B, C and X rows (c, D + c, 2D + c) into one block and convolves them with
+// conv takes channels' B, C and X rows (c, D + c, 2D + c) into one block and convolves them with
 // the sequence's conv state in the epilogue.
 // Launched with PDL: a block requests its first weight tile (with k ≤ 2048 all of its weights)
 // before it waits for the previous kernel (pdl.h), so the weight stream does not stop between
@@ -82,9 +84,13 @@ struct Stage {  // geometry of one row's staged tile (quant types)
   static constexpr int kSlot = kVecs * 16;
 };
 
-template <GgmlType T, int kTile>
-constexpr int stage_slot() {  // staged bytes per row; float rows are not staged
-  if constexpr (kIsFloat<T>) return 0;
+// Q4_0 with int8 activations reads its GPU layout straight into registers (no stage).
+template <GgmlType T, bool kI8>
+inline constexpr bool kDirectQ4_0 = kI8 && T == GgmlType::Q4_0;
+
+template <GgmlType T, int kTile, bool kI8>
+constexpr int stage_slot() {  // staged bytes per row; float rows and direct Q4_0 are not staged
+  if constexpr (kIsFloat<T> || kDirectQ4_0<T, kI8>) return 0;
   else return Stage<T, kTile>::kSlot;
 }
 
@@ -94,6 +100,11 @@ __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint2 ld_stream_u2(const uint8_t* p) {  // p 8-byte aligned
+  uint2 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
   return v;
 }
 
@@ -197,6 +208,21 @@ __device__ __forceinline__ void load_x16(const float* x, int half, bool valid, b
   }
 }
 
+// This lane's half of block x[t][e..e+32) of every row t, rounded to int8 (int8_dot.cuh), zeros
+// where !valid; with the norm, multiplied by norm_w and Σx² added to ssq[t]. All 32 lanes call it
+// together: the lane pair exchanges its max.
+template <int NX, bool kNorm>
+__device__ __forceinline__ void quantize_x_half(const float* x, int64_t x_stride, int64_t e, int half, bool valid,
+                                                bool x_vec, const float* norm_w, float (&ssq)[NX],
+                                                detail::XHalfI8 (&xq)[NX]) {
+#pragma unroll
+  for (int t = 0; t < NX; ++t) {
+    float v[16];
+    load_x16<kNorm>(x + t * x_stride + e, half, valid, x_vec, norm_w + (kNorm ? e : 0), v, ssq[t]);
+    detail::quantize_x16(v, xq[t]);
+  }
+}
+
 // Eight float weights from the raw 16-byte vectors of a float row (exact conversions).
 template <GgmlType T>
 __device__ __forceinline__ void float_chunk(const uint4* raw, float w[8]) {
@@ -238,7 +264,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   const int per_group = R / parts;       // outputs per block
 
   // Shared memory: the warps' stages, the reduction, then (norm) the Σx² reduction.
-  float* red = reinterpret_cast<float*>(smem) + size_t(n_warps) * R * stage_slot<T, S::kTile>() / sizeof(float);
+  float* red = reinterpret_cast<float*>(smem) + size_t(n_warps) * R * stage_slot<T, S::kTile, kI8>() / sizeof(float);
   float* red_ss = red + size_t(n_warps) * R * NX;
   float ssq[NX];  // this lane's share of Σx² (kNorm)
 #pragma unroll
@@ -331,12 +357,50 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
           }
         }
       }
+    } else if constexpr (kDirectQ4_0<T, kI8>) {
+      // Q4_0 in its GPU layout (quant_kernels.h, dequant_block.cuh): lane pair `blk` takes block blk
+      // of the tile (16 blocks of 32 elements), each lane one half (int8_dot.cuh): its 8 nibble
+      // bytes of each row with one aligned load and the block's scale, straight into registers.
+      // (H200, bench/cuda_q4_0_layout_probe.cu against GGML blocks staged through shared memory:
+      // [gate; up] 1.25×, down 1.30×, head 1.46× faster.)
+      const int half = lane & 1, blk = lane >> 1;
+      uint2 nib[R];
+      uint32_t scale[R];
+      auto fetch = [&](int64_t tile) {
+        const int64_t b = tile * (S::kTile / 32) + blk;  // the block in the row
+        if (32 * b >= k) return;
+        const int64_t sb = (b >> 3) * Block<T>::kBytes;
+        const int s = int(b & 7);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          nib[r] = ld_stream_u2(rows[r] + sb + 16 + 16 * s + 8 * half);
+          scale[r] = __ldg(reinterpret_cast<const unsigned short*>(rows[r] + sb) + s);
+        }
+      };
+      if (!f.early_weights) wait_for_inputs();
+      if (warp < n_tiles) fetch(warp);
+      wait_for_inputs();
+      for (int64_t tile = warp; tile < n_tiles; tile += n_warps) {
+        if (tile != warp) fetch(tile);
+        const int64_t e = tile * S::kTile + 32 * blk;
+        const bool valid = e < k;  // k is a multiple of 32: both halves of a block or neither
+        detail::XHalfI8 xq[NX];
+        quantize_x_half<NX, kNorm>(x, x_stride, e, half, valid, x_vec, f.norm_w, ssq, xq);
+        if (valid)
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int t = 0; t < NX; ++t)
+              acc[r][t] = fmaf(float(detail::q4_0_half_dot(nib[r], xq[t])),
+                               __fmul_rn(detail::h2f(scale[r]), xq[t].d), acc[r][t]);
+      }
     } else {
       using B = Block<T>;
       using G = Stage<T, S::kTile>;
       // The R rows' staged tiles lie back to back in the warp's stage, kVecs 16-byte vectors each.
       uint8_t* stage = reinterpret_cast<uint8_t*>(smem) + size_t(warp) * R * G::kSlot;
-      const int64_t data_bytes = k / B::kElems * B::kBytes;
+      // A row's last block may be partial (Q4_0 rows are padded to whole super-blocks).
+      const int64_t data_bytes = (k + B::kElems - 1) / B::kElems * B::kBytes;
       // The products of one staged tile into acc.
       auto compute = [&](int64_t tile, const uint8_t* tile_stage) {
         const int64_t e_tile = tile * S::kTile, off = tile * G::kTileBytes;
@@ -346,12 +410,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
           const int64_t e = e_tile + 32 * blk;
           const bool valid = e < k;  // k is a multiple of 32: both halves of a block or neither
           detail::XHalfI8 xq[NX];
-#pragma unroll
-          for (int t = 0; t < NX; ++t) {
-            float v[16];
-            load_x16<kNorm>(x + t * x_stride + e, half, valid, x_vec, f.norm_w + (kNorm ? e : 0), v, ssq[t]);
-            detail::quantize_x16(v, xq[t]);  // every lane: the pair exchanges its max
-          }
+          quantize_x_half<NX, kNorm>(x, x_stride, e, half, valid, x_vec, f.norm_w, ssq, xq);
           if (valid)
 #pragma unroll
             for (int r = 0; r < R; ++r) {
@@ -574,7 +633,7 @@ void launch_nx(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const
     while (wq < warps && blocks * wq < want) wq *= 2;
     warps = std::min(wq, warps);
   }
-  const size_t smem = size_t(warps) * (R * (NX * sizeof(float) + stage_slot<T, S::kTile>()) + NX * sizeof(float));
+  const size_t smem = size_t(warps) * (R * (NX * sizeof(float) + stage_slot<T, S::kTile, kI8>()) + NX * sizeof(float));
   const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && x_stride % 4 == 0;
   auto kernel = f.norm_w ? matvec_kernel<T, NX, true, R, kI8> : matvec_kernel<T, NX, false, R, kI8>;
   launch_pdl(kernel, dim3(unsigned(blocks)), dim3(unsigned(warps * 32)), smem, stream,
@@ -642,7 +701,9 @@ void launch(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const fl
     }
   }
   if constexpr (detail::kHasInt8Dot<T>) {
-    if (matvec_int8_enabled())
+    // Direct Q4_0 loads need 8-byte aligned rows (the backend's are 16-aligned); others decode to f32.
+    const bool aligned = T != GgmlType::Q4_0 || (reinterpret_cast<uintptr_t>(w) % 8 == 0 && row_bytes % 8 == 0);
+    if (matvec_int8_enabled() && aligned)
       return launch_rows<T, true>(w, n_rows, k, row_bytes, x, x_stride, n_x_rows, y, y_stride, stream, f);
   }
   launch_rows<T, false>(w, n_rows, k, row_bytes, x, x_stride, n_x_rows, y, y_stride, stream, f);

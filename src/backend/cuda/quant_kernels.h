@@ -20,6 +20,17 @@ namespace cera::cuda {
 // Q4_K, Q5_K, Q6_K.
 bool supports_weight_type(GgmlType type);
 
+// Weights live on the GPU in their GGML formats except Q4_0, whose rows are repacked into
+// super-blocks of 8 blocks, [8 f16 scales][8 × 16 bytes of nibbles] (the same 144 bytes; a row's last
+// super-block zero-padded), so that a lane loads a block's nibbles with one aligned load
+// (device_layout.cpp; docs/BENCHMARKS.md, "A GPU layout for Q4_0"). Every kernel here reads that
+// layout; device_row_bytes / to_device_layout make it from GGML rows (the backend's upload, tests).
+size_t device_row_bytes(GgmlType type, int64_t k);
+// n_rows GGML rows of k elements (src_row_bytes apart) into device-layout rows dst_row_bytes apart
+// (≥ device_row_bytes); bytes of a dst row past device_row_bytes are left as they are.
+void to_device_layout(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64_t n_rows, int64_t k,
+                      uint8_t* dst, size_t dst_row_bytes);
+
 // Rows of x one matvec launch handles; larger batches go through dequantize + GEMM.
 inline constexpr int kMaxMatvecRows = 8;
 // Rows of x a matvec with the short-conv epilogue handles (decode steps of the matvec path).
