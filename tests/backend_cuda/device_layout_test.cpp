@@ -1,0 +1,82 @@
+// The GPU layout of weight rows (quant_kernels.h, device_layout.cpp): host code, so these run
+// without a device. Q4_0 block b of a GGML row (f16 scale, 16 nibble bytes) must land in super-block
+// b / 8 with its scale at 2·(b % 8) and its nibbles at 16 + 16·(b % 8), the last super-block
+// zero-padded; other types are copied as stored. The kernels that read the layout are checked
+// against the CPU reference in quant_kernels_test.cpp and matvec_int8_test.cpp.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "backend/cuda/quant_kernels.h"
+#include "format/ggml_type.h"
+#include "format/quant.h"
+
+namespace cera {
+namespace {
+
+std::vector<uint8_t> ggml_rows(GgmlType type, int64_t n_rows, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd;
+  std::vector<float> v(static_cast<size_t>(k));
+  const size_t row = ggml_row_bytes(type, k);
+  std::vector<uint8_t> out(row * size_t(n_rows));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    for (auto& x : v) x = nd(rng);
+    quant::quantize_row_ref(type, v.data(), out.data() + size_t(r) * row, k);
+  }
+  return out;
+}
+
+TEST(DeviceLayout, Q4_0RowsBecomeSuperBlocks) {
+  for (const int64_t k : {int64_t(32), int64_t(256), int64_t(2048), int64_t(2080)}) {
+    const int64_t n_rows = 3, blocks = k / 32;
+    const size_t src_row = ggml_row_bytes(GgmlType::Q4_0, k);
+    const size_t dev_row = cuda::device_row_bytes(GgmlType::Q4_0, k);
+    ASSERT_EQ(dev_row, size_t((blocks + 7) / 8) * 144) << "k " << k;
+    const std::vector<uint8_t> src = ggml_rows(GgmlType::Q4_0, n_rows, k, uint32_t(k));
+    const size_t dst_row = dev_row + 5;  // padding the conversion must leave alone
+    std::vector<uint8_t> dst(dst_row * size_t(n_rows), 0xEE);
+    cuda::to_device_layout(GgmlType::Q4_0, src.data(), src_row, n_rows, k, dst.data(), dst_row);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const uint8_t* s = src.data() + size_t(r) * src_row;
+      const uint8_t* d = dst.data() + size_t(r) * dst_row;
+      std::vector<bool> written(dev_row, false);
+      for (int64_t b = 0; b < blocks; ++b) {
+        const size_t sb = size_t(b / 8) * 144, i = size_t(b % 8);
+        for (size_t j = 0; j < 2; ++j) {
+          EXPECT_EQ(d[sb + 2 * i + j], s[18 * b + j]) << "k " << k << " row " << r << " block " << b << " scale";
+          written[sb + 2 * i + j] = true;
+        }
+        for (size_t j = 0; j < 16; ++j) {
+          EXPECT_EQ(d[sb + 16 + 16 * i + j], s[18 * b + 2 + j]) << "k " << k << " row " << r << " block " << b;
+          written[sb + 16 + 16 * i + j] = true;
+        }
+      }
+      for (size_t j = 0; j < dev_row; ++j) {
+        if (written[j]) continue;
+        EXPECT_EQ(d[j], 0) << "k " << k << " row " << r << ": padding byte " << j;
+      }
+      for (size_t j = dev_row; j < dst_row; ++j) EXPECT_EQ(d[j], 0xEE) << "k " << k << ": wrote past the row";
+    }
+  }
+}
+
+TEST(DeviceLayout, OtherTypesAreCopiedAsStored) {
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::BF16}) {
+    const int64_t n_rows = 2, k = 512;
+    const size_t row = ggml_row_bytes(type, k);
+    ASSERT_EQ(cuda::device_row_bytes(type, k), row) << ggml_type_name(type);
+    const std::vector<uint8_t> src =
+        type == GgmlType::BF16 ? std::vector<uint8_t>(row * n_rows, 0x3C) : ggml_rows(type, n_rows, k, 9);
+    std::vector<uint8_t> dst(src.size() + 16, 0xEE);
+    cuda::to_device_layout(type, src.data(), row, n_rows, k, dst.data(), row);
+    EXPECT_TRUE(std::equal(src.begin(), src.end(), dst.begin())) << ggml_type_name(type);
+    EXPECT_EQ(dst[src.size()], 0xEE) << ggml_type_name(type);
+  }
+}
+
+}  // namespace
+}  // namespace cera
