@@ -74,8 +74,9 @@ class ScopedEnv {
 
 // A random weight matrix in `type`, in the GPU layout (cuda::to_device_layout: Q4_0 repacked), rows
 // row_bytes apart (row_bytes may exceed the data: padding filled with junk the kernels must not read
-// as weights), and its reference f32 values from the scalar dequantizer. Row r is N(0, 1) times 2^e, e uniform in [-spread, spread], plus (with
-// offset_rows) half that magnitude on every third row: scales, mins and f16 ranges vary.
+// as weights), and its reference f32 values from the scalar dequantizer. Row r is N(0, 1) times
+// 2^e, e uniform in [-spread, spread], plus (with offset_rows) half that magnitude on every third
+// row: scales, mins and f16 ranges vary.
 struct RandomWeights {
   int64_t n_rows, k;
   size_t row_bytes;
@@ -95,11 +96,11 @@ inline RandomWeights random_weights(GgmlType type, int64_t n_rows, int64_t k, si
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<float> src(static_cast<size_t>(k));
+  std::vector<uint8_t> stored(ggml_row_bytes(type, k));  // one row as stored, before to_device_layout
   for (int64_t r = 0; r < n_rows; ++r) {
     const float mag = std::ldexp(1.0f, int(rng() % unsigned(2 * style.spread + 1)) - style.spread);
     const float shift = (r % 3 == 0) ? 0.5f * mag : 0.0f;
     for (auto& v : src) v = style.offset_rows ? nd(rng) * mag + shift : nd(rng) * mag;
-    std::vector<uint8_t> stored(ggml_row_bytes(type, k));
     quant::quantize_row_ref(type, src.data(), stored.data(), k);
     quant::dequantize_row_ref(type, stored.data(), w.ref.data() + r * k, k);
     cuda::to_device_layout(type, stored.data(), stored.size(), 1, k, w.bytes.data() + size_t(r) * w.row_bytes,

@@ -305,14 +305,13 @@ __device__ void attend_keys(int32_t j0, int32_t j1, int32_t nh, const AttentionS
 }
 
 // Merges the block's warps' partial softmaxes for its nh heads and writes this split's part
-// (m, l, unnormalised o) of each (token t, head h0 + g) to `partial` — or, when the block covers
-// every key (`direct`, a row of out), the normalised output of each head at direct + (h0 + g)·hd.
+// (m, l, unnormalised o) of each (token t, head h0 + g) to `partial` (the split-K decode kernel;
+// the fused one merges its warps with merge_warps).
 template <int kMaxHd, int E = kMaxHd / 32>
 __device__ void write_split(float (&sm_m)[kDecodeWarps][kDecodeHeads], float (&sm_l)[kDecodeWarps][kDecodeHeads],
                             float (&sm_o)[kDecodeWarps][kDecodeHeads][kMaxHd], const float (&m)[kDecodeHeads],
                             const float (&l)[kDecodeHeads], const float (&acc)[kDecodeHeads][E], float* partial,
-                            int32_t t, int32_t h0, int32_t nh, int32_t split, const AttentionShape& sh,
-                            float* direct = nullptr) {
+                            int32_t t, int32_t h0, int32_t nh, int32_t split, const AttentionShape& sh) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int32_t hd = sh.head_dim;
 #pragma unroll
@@ -333,16 +332,6 @@ __device__ void write_split(float (&sm_m)[kDecodeWarps][kDecodeHeads], float (&s
     float ll = 0.f;
     for (int w = 0; w < kDecodeWarps; ++w)
       if (sm_m[w][g] != -INFINITY) ll += sm_l[w][g] * expf(sm_m[w][g] - mm);
-    if (direct) {
-      const float inv = 1.f / ll;
-      for (int32_t d = lane; d < hd; d += 32) {
-        float o = 0.f;
-        for (int w = 0; w < kDecodeWarps; ++w)
-          if (sm_m[w][g] != -INFINITY) o += sm_o[w][g][d] * expf(sm_m[w][g] - mm);
-        direct[int64_t(h0 + g) * hd + d] = o * inv;
-      }
-      continue;
-    }
     float* dst = partial + ((int64_t(t) * sh.n_head + h0 + g) * kDecodeSplits + split) * stride;
     for (int32_t d = lane; d < hd; d += 32) {
       float o = 0.f;

@@ -199,13 +199,13 @@ class CudaBackend final : public Backend {
     // A model with 16-bit or quantized matrices gets f16 tensor-core attention (its error is far
     // below the weights' rounding); an all-F32 model keeps fp32-accurate (3xTF32) attention.
     if (type != GgmlType::F32) attention_precision_ = cuda::AttentionPrecision::F16;
-    const size_t stored_row = ggml_row_bytes(type, cols);
-    if (type == GgmlType::Q4_0) {
-      std::vector<uint8_t> host(bytes);
-      cuda::to_device_layout(type, static_cast<const uint8_t*>(data), stored_row, rows, cols, host.data(), t.row_bytes);
-      upload(t.data, host.data(), bytes);
-    } else {
+    if (cuda::keeps_stored_layout(type)) {
       upload(t.data, data, bytes);
+    } else {
+      std::vector<uint8_t> host(bytes);
+      cuda::to_device_layout(type, static_cast<const uint8_t*>(data), ggml_row_bytes(type, cols), rows, cols,
+                             host.data(), t.row_bytes);
+      upload(t.data, host.data(), bytes);
     }
     return t;
   }

@@ -25,9 +25,11 @@ void repack_q4_0_row(const uint8_t* src, int64_t k, uint8_t* dst) {
 
 }  // namespace
 
+bool keeps_stored_layout(GgmlType type) { return type != GgmlType::Q4_0; }
+
 size_t device_row_bytes(GgmlType type, int64_t k) {
-  if (type == GgmlType::Q4_0) return size_t((k + kQ4_0SuperElems - 1) / kQ4_0SuperElems) * kQ4_0SuperBytes;
-  return ggml_row_bytes(type, k);
+  if (keeps_stored_layout(type)) return ggml_row_bytes(type, k);
+  return size_t((k + kQ4_0SuperElems - 1) / kQ4_0SuperElems) * kQ4_0SuperBytes;
 }
 
 void to_device_layout(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64_t n_rows, int64_t k,
@@ -36,8 +38,8 @@ void to_device_layout(GgmlType type, const uint8_t* src, size_t src_row_bytes, i
   for (int64_t r = 0; r < n_rows; ++r) {
     const uint8_t* s = src + size_t(r) * src_row_bytes;
     uint8_t* d = dst + size_t(r) * dst_row_bytes;
-    if (type == GgmlType::Q4_0) repack_q4_0_row(s, k, d);
-    else std::memcpy(d, s, row);
+    if (keeps_stored_layout(type)) std::memcpy(d, s, row);
+    else repack_q4_0_row(s, k, d);
   }
 }
 

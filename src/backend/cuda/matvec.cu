@@ -361,8 +361,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
       // Q4_0 in its GPU layout (quant_kernels.h, dequant_block.cuh): lane pair `blk` takes block blk
       // of the tile (16 blocks of 32 elements), each lane one half (int8_dot.cuh): its 8 nibble
       // bytes of each row with one aligned load and the block's scale, straight into registers.
-      // (H200, bench/cuda_q4_0_layout_probe.cu against GGML blocks staged through shared memory:
-      // [gate; up] 1.25×, down 1.30×, head 1.46× faster.)
+      // (H200, the layout probe of `466b129` against GGML blocks staged through shared memory:
+      // [gate; up] 1.25×, down 1.30×, head 1.46× faster; docs/BENCHMARKS.md.)
       const int half = lane & 1, blk = lane >> 1;
       uint2 nib[R];
       uint32_t scale[R];
@@ -702,7 +702,8 @@ void launch(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const fl
   }
   if constexpr (detail::kHasInt8Dot<T>) {
     // Direct Q4_0 loads need 8-byte aligned rows (the backend's are 16-aligned); others decode to f32.
-    const bool aligned = T != GgmlType::Q4_0 || (reinterpret_cast<uintptr_t>(w) % 8 == 0 && row_bytes % 8 == 0);
+    const bool aligned =
+        !kDirectQ4_0<T, true> || (reinterpret_cast<uintptr_t>(w) % 8 == 0 && row_bytes % 8 == 0);
     if (matvec_int8_enabled() && aligned)
       return launch_rows<T, true>(w, n_rows, k, row_bytes, x, x_stride, n_x_rows, y, y_stride, stream, f);
   }

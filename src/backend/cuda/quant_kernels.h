@@ -26,6 +26,8 @@ bool supports_weight_type(GgmlType type);
 // (device_layout.cpp; docs/BENCHMARKS.md, "A GPU layout for Q4_0"). Every kernel here reads that
 // layout; device_row_bytes / to_device_layout make it from GGML rows (the backend's upload, tests).
 size_t device_row_bytes(GgmlType type, int64_t k);
+// Whether `type` keeps its stored GGML layout on the GPU (every type but Q4_0): its rows upload as is.
+bool keeps_stored_layout(GgmlType type);
 // n_rows GGML rows of k elements (src_row_bytes apart) into device-layout rows dst_row_bytes apart
 // (≥ device_row_bytes); bytes of a dst row past device_row_bytes are left as they are.
 void to_device_layout(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64_t n_rows, int64_t k,
