@@ -33,6 +33,12 @@ if(CMAKE_CUDA_COMPILER AND NOT CERA_CUDA STREQUAL "OFF")
   target_link_libraries(cera_backend_cuda PUBLIC cera_format cera_backend_cpu CUDA::cudart_static CUDA::cublas
                                                  CUDA::cublasLt)
   target_compile_definitions(cera_backend_cuda PUBLIC CERA_HAVE_CUDA=1)
+  # Per-block kernel timestamps for tools/device/trace_step.py (src/backend/cuda/trace.h); off in
+  # every normal build.
+  option(CERA_CUDA_TRACE "Record per-block kernel start/wait times (CERA_CUDA_TRACE_FILE)" OFF)
+  if(CERA_CUDA_TRACE)
+    target_compile_definitions(cera_backend_cuda PUBLIC CERA_CUDA_TRACE=1)
+  endif()
   set(CERA_HAVE_CUDA ON)
 else()
   add_library(cera_backend_cuda STATIC ${CMAKE_SOURCE_DIR}/src/backend/cuda_absent.cpp)

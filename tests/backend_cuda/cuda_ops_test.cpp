@@ -257,6 +257,9 @@ void PrintTo(const AttnShape& s, std::ostream* os) {
 // The prefill attention kernel for a CudaAttention case: "simt" keeps the SIMT kernel; unset (the
 // default dispatch), head dims 64 and 128 take a tensor-core one. The backend reads it at each call.
 test::ScopedEnv attention_kernel_env(bool simt) { return {"CERA_CUDA_ATTENTION", simt ? "simt" : nullptr}; }
+// The fused decode layer's splits: one thread block cluster per head group (default, sm_90), or
+// merged through global memory by the last split to finish (the _simt variants).
+test::ScopedEnv decode_cluster_env(bool simt) { return {"CERA_CUDA_ATTENTION_CLUSTER", simt ? "0" : nullptr}; }
 
 // What both attention tests set up: the shape's parameters, a KV pool, q/k/v/out buffers on both
 // backends, and a step's random q, k, v written to both.
@@ -374,7 +377,8 @@ TEST_P(CudaAttention, PagedPrefillThenDecodeMatchCpu) {
 // plain kernels run: it reads the K/V the fused launches stored. The decode contexts (≤ 32 keys:
 // one block per head group writing its output directly; 71-74 keys: one split for head dims up to
 // 64 (128 keys per split), 2 for 80 and 128 (64 keys), 5 for 256 (16 keys)) cover the kernel's
-// split counts below LongPromptMatchesCpu's.
+// split counts below LongPromptMatchesCpu's (and below kClusterMinKeys: these splits merge through
+// global memory).
 TEST_P(CudaAttention, FusedDecodeLayerMatchesCpu) {
   CERA_REQUIRE_CUDA();
   const AttnShape sh = std::get<0>(GetParam());
@@ -410,11 +414,14 @@ TEST_P(CudaAttention, FusedDecodeLayerMatchesCpu) {
 // several key tiles, the last one partial), then a mixed step (37 more tokens after the 530, and
 // one), then two decode steps through the fused layer (qk_norm_rope_attention), whose 568 and 47
 // keys take 5 splits and 1 (head dims ≤ 64), 9 and 1 (80, 128), or all 16, of several key batches
-// per warp, and 3 (256).
+// per warp, and 3 (256) when merged through global memory (_simt variants); as a cluster of at
+// most 8 splits (_default, sm_90: the step has more than kClusterMinKeys keys): 5 and 1, 8 and 1,
+// 8 and 3.
 TEST_P(CudaAttention, LongPromptMatchesCpu) {
   CERA_REQUIRE_CUDA();
   const AttnShape sh = std::get<0>(GetParam());
   const test::ScopedEnv env = attention_kernel_env(std::get<1>(GetParam()));
+  const test::ScopedEnv cluster_env = decode_cluster_env(std::get<1>(GetParam()));
   AttentionRig rig(sh, 1, 48, 575);
   Both& b = rig.b;
   const std::vector<int32_t> perm = test::shuffled_blocks(48, 3);

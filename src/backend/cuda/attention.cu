@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <cooperative_groups.h>
+
 #include "backend/cuda/check.h"
 #include "backend/cuda/pdl.h"
 #include "backend/cuda/ops.h"
@@ -14,6 +16,8 @@
 
 namespace cera::cuda {
 namespace {
+
+namespace cg = cooperative_groups;
 
 __device__ inline float* k_at(const KvLayer& kv, const int32_t* table, int32_t pos) {
   const int32_t b = table[pos / kv.block_size];
@@ -377,27 +381,58 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_kernel(KvLayer kv, S
   write_split(sm_m, sm_l, sm_o, m, l, acc, partial, t, h0, nh, split, sh);
 }
 
-// One warp merges the first n_split parts of one (token, head) `p` into out[0..hd). Loads through
-// L2 (__ldcg): in the fused kernel the parts were written by other blocks of the same grid.
-__device__ void combine_splits(const float* p, float* out, int32_t hd, int32_t n_split = kDecodeSplits) {
+// One warp merges the first n_split (≤ kDecodeSplits ≤ 32) parts of one (token, head) into
+// out[0..hd): part(s) points at part s, (m, l, o[0..hd)), and load(ptr) reads one of its floats.
+// Two rounds of loads, not a chain per part: lane s takes part s's (m, l), the warp reduces them,
+// then every part's o loads at once (the loop over parts is unrolled).
+template <class PartAt, class Load>
+__device__ void combine_parts(PartAt part, Load load, float* out, int32_t hd, int32_t n_split) {
+  static_assert(kDecodeSplits <= 32, "a lane per split");
   const int lane = threadIdx.x & 31;
-  const int32_t stride = hd + 2;
-  float mm = -INFINITY;
-  for (int s = 0; s < n_split; ++s) mm = fmaxf(mm, __ldcg(p + s * stride));
-  float l = 0.f;
-  for (int s = 0; s < n_split; ++s) {
-    const float ms = __ldcg(p + s * stride);
-    if (ms != -INFINITY) l += __ldcg(p + s * stride + 1) * expf(ms - mm);
-  }
+  const float ms = lane < n_split ? load(part(lane)) : -INFINITY;
+  const float ls = lane < n_split ? load(part(lane) + 1) : 0.f;
+  float mm = ms;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, o));
+  const float c = ms == -INFINITY ? 0.f : expf(ms - mm);  // a part without keys weighs nothing
+  float l = ls * c;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
   const float inv = 1.f / l;
+  float cs[kDecodeSplits];  // every part's weight, in every lane (before the loop: hd may not be a multiple of 32)
+#pragma unroll
+  for (int s = 0; s < kDecodeSplits; ++s) cs[s] = __shfl_sync(0xffffffffu, c, s);
   for (int32_t d = lane; d < hd; d += 32) {
     float o = 0.f;
-    for (int s = 0; s < n_split; ++s) {
-      const float ms = __ldcg(p + s * stride);
-      if (ms != -INFINITY) o += __ldcg(p + s * stride + 2 + d) * expf(ms - mm);
-    }
+#pragma unroll
+    for (int s = 0; s < kDecodeSplits; ++s)
+      if (s < n_split) o += cs[s] * load(part(s) + 2 + d);
     out[d] = o * inv;
   }
+}
+
+// The parts of one (token, head) in `partial`, kDecodeSplits apart, through L2 (__ldcg): in the
+// fused kernel they were written by other blocks of the same grid.
+__device__ void combine_splits(const float* p, float* out, int32_t hd, int32_t n_split = kDecodeSplits) {
+  const int32_t stride = hd + 2;
+  combine_parts([&](int s) { return p + s * stride; }, [](const float* x) { return __ldcg(x); }, out, hd, n_split);
+}
+
+// Thread block clusters (sm_90): the fused decode kernel's splits of one head group are one
+// cluster, and merge through distributed shared memory. Compiled to nothing below sm_90, where
+// the kernel is never launched with clusters.
+__device__ __forceinline__ void cluster_sync_all() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cg::this_cluster().sync();
+#endif
+}
+template <class T>
+__device__ __forceinline__ T* cluster_peer(T* p, int rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  return cg::this_cluster().map_shared_rank(p, rank);
+#else
+  return p;
+#endif
 }
 
 // ---- fused decode: the decode kernel above with its neighbours folded in, one launch per layer
@@ -406,10 +441,14 @@ __device__ void combine_splits(const float* p, float* out, int32_t hd, int32_t n
 // same per-head arithmetic as qk_norm_rope, redone by each split: a few hundred flops); the split-0
 // block of a KV head's first chunk writes the token's k/v into the cache, and no block reads that
 // slot from the cache in this launch (the token's own key comes from shared memory), so there is
-// no race; the last block of a (token, head chunk) to finish, found with a counter, merges the
-// splits (threadfence-reduction pattern) and resets the counter for the next launch.
-// The grid has kDecodeSplits splits (a captured graph replays it at every context length), but only
-// the first n_split = ⌈n_keys / kFusedKeysPerSplit⌉ (at most kDecodeSplits) work: short contexts
+// no race. On sm_90 the splits of a (token, head chunk) are one thread block cluster of
+// kClusterSplits blocks: each leaves its merged part in its shared memory and split 0 reads them
+// through distributed shared memory between two cluster barriers (H200, Qwen3-0.6B BF16 with
+// 2-4 splits: see docs/BENCHMARKS.md). Elsewhere (or CERA_CUDA_ATTENTION_CLUSTER=0) the grid has
+// kDecodeSplits splits, and the last block of a (token, head chunk) to finish, found with a
+// counter, merges them from global memory (threadfence-reduction pattern) and resets the counter.
+// The grid has a fixed number of splits (a captured graph replays it at every context length), but
+// only the first n_split = ⌈n_keys / kFusedKeysPerSplit⌉ (at most that number) work: short contexts
 // take few splits, and a context of ≤ kFusedKeysPerSplit keys is one block per head group that
 // writes its output directly, with no partials, counter or merge.
 // A block is kFusedWarps warps over kFusedHeads q heads, and a split is as many keys as its warps
@@ -419,6 +458,9 @@ __device__ void combine_splits(const float* p, float* out, int32_t hd, int32_t n
 // previous shape, 4 warps and 32 keys per split, measured tg128 2-4 % slower on LFM2-1.2B and
 // Llama-3.2-1B and 11 % slower on Qwen3-0.6B (28 attention layers, head dim 128), H200.)
 constexpr int kFusedHeads = 4;
+// Splits per head group when they run as one thread block cluster: 8, the portable cluster size
+// (each block fills an SM, and a cluster's blocks share one GPC).
+constexpr int kClusterSplits = 8;
 template <int kMaxHd>
 inline constexpr int kFusedWarps = kMaxHd <= 128 ? 16 : 8;  // shared memory: sm.o is W · H · kMaxHd floats
 template <int kMaxHd>
@@ -476,7 +518,7 @@ __device__ void merge_warps(WarpParts<kMaxHd, W, H>& sm, const float (&m)[H], co
   }
 }
 
-template <int kMaxHd>
+template <int kMaxHd, bool kCluster>
 __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
     decode_fused_kernel(KvLayer kv, StepView step, DecodeQkv in, AttentionShape sh, int32_t group, int32_t head_chunks,
                         float* partial, unsigned* done, float* out, int64_t os) {
@@ -500,9 +542,10 @@ __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
   const int32_t n_keys = slot + 1;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   constexpr int32_t kKeys = kFusedKeysPerSplit<kMaxHd>;
-  const int32_t n_split = min(kDecodeSplits, (n_keys + kKeys - 1) / kKeys);
+  const int32_t n_split = min(int32_t(gridDim.z), (n_keys + kKeys - 1) / kKeys);
   if (split >= n_split) {  // block-uniform: no barrier below is skipped by part of a block
     pdl_wait();
+    if (kCluster && n_split > 1) cluster_sync_all(), cluster_sync_all();  // the cluster's two barriers below
     return;
   }
   const int32_t per = (n_keys + n_split - 1) / n_split;
@@ -513,6 +556,10 @@ __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
   load_keys<W>(j0 + warp, j1, hd, cached_key, v_offset, first, nullptr, nullptr, slot);
   const RopeLane<kMaxHd / 64> rot =
       in.rope.n_rot > 0 ? rope_lane<kMaxHd / 64>(in.rope, step.positions[t]) : RopeLane<kMaxHd / 64>{};
+  // The warp's q or k norm weight too: after the wait, only the token's q, k and v are read.
+  const NormLane<kMaxHd / 64> norm_w =
+      norm_lane<kMaxHd / 64>(warp < nh ? in.q_norm : warp == W - 1 ? in.k_norm : nullptr, hd);
+  trace::trace_mark(4);  // the preamble issued (angles computed; key loads may be in flight)
   pdl_wait();
 
   // The block's q heads and the token's k head, normalised and rotated, and its v head.
@@ -520,16 +567,17 @@ __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
     const float* src = in.q + int64_t(t) * in.q_stride + int64_t(h0 + g) * hd;
     for (int32_t d = lane; d < hd; d += 32) sm_q[g][d] = src[d];
     __syncwarp();
-    norm_rope_head(sm_q[g], in.q_norm, in.eps, hd, in.rope, rot);
+    norm_rope_head(sm_q[g], in.q_norm != nullptr, norm_w, in.eps, hd, in.rope, rot);
   }
   if (warp == W - 1) {
     const float* ks = in.k + int64_t(t) * in.k_stride + int64_t(kvh) * hd;
     const float* vs = in.v + int64_t(t) * in.v_stride + int64_t(kvh) * hd;
     for (int32_t d = lane; d < hd; d += 32) sm_k[d] = ks[d], sm_v[d] = vs[d];
     __syncwarp();
-    norm_rope_head(sm_k, in.k_norm, in.eps, hd, in.rope, rot);
+    norm_rope_head(sm_k, in.k_norm != nullptr, norm_w, in.eps, hd, in.rope, rot);
   }
   __syncthreads();
+  trace::trace_mark(1);  // q and k normalised and rotated
   if (split == 0 && blockIdx.y % head_chunks == 0) {
     float* kd = k_at(kv, table, slot) + int64_t(kvh) * hd;
     float* vd = kd + v_offset;
@@ -552,8 +600,21 @@ __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
   attend_key_batches<W>(j0, j1, nh, sh, qv, acc, m, l,
                         [&](int32_t j) -> const float* { return j == slot ? sm_k : cached_key(j); }, v_offset, sm_k,
                         sm_v, first);
+  trace::trace_mark(2);  // thread 0's keys folded in
   if (n_split == 1) {  // this block saw every key
     merge_warps(sm, m, l, acc, nh, hd, out + int64_t(t) * os + int64_t(h0) * hd, hd, true);
+    trace::trace_mark(3);  // merged and written
+    return;
+  }
+  if constexpr (kCluster) {  // split = the block's rank in its cluster, which is this head group's splits
+    __shared__ float sm_part[H][kMaxHd + 2];
+    merge_warps(sm, m, l, acc, nh, hd, &sm_part[0][0], kMaxHd + 2, false);
+    cluster_sync_all();  // every split's part is in its block's shared memory
+    if (split == 0)
+      for (int32_t g = warp; g < nh; g += W)
+        combine_parts([&](int r) -> const float* { return cluster_peer(&sm_part[g][0], r); },
+                      [](const float* x) { return *x; }, out + int64_t(t) * os + int64_t(h0 + g) * hd, hd, n_split);
+    cluster_sync_all();  // no block leaves while split 0 may still read its part
     return;
   }
   const int32_t stride = hd + 2;
@@ -648,6 +709,49 @@ int head_dim_bucket(int32_t hd) {
   throw Error(ErrorCode::Unsupported, "CUDA attention supports head_dim up to 256, not " + std::to_string(hd));
 }
 
+// Whether the fused decode kernel for kMaxHd launches its splits as clusters of kClusterSplits:
+// on sm_90+ unless CERA_CUDA_ATTENTION_CLUSTER=0 (read per call, so a test can compare both), and
+// only where the device can place such a cluster.
+template <int kMaxHd>
+bool decode_clusters_usable() {
+  static const bool placeable = [] {
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major < 9)
+      return false;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(1, 1, kClusterSplits);
+    cfg.blockDim = dim3(kFusedWarps<kMaxHd> * 32);
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = 1, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = kClusterSplits;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    const bool ok = cudaOccupancyMaxActiveClusters(&clusters, decode_fused_kernel<kMaxHd, true>, &cfg) == cudaSuccess;
+    cudaGetLastError();  // a failed query leaves no error behind
+    return ok && clusters > 0;
+  }();
+  const char* e = std::getenv("CERA_CUDA_ATTENTION_CLUSTER");
+  return placeable && !(e && std::strcmp(e, "0") == 0);
+}
+
+template <int kMaxHd>
+void launch_decode_fused(const KvLayer& kv, const StepView& step, int32_t n_tokens, const DecodeQkv& qkv, float* out,
+                         int64_t os, const AttentionShape& sh, int32_t group, int32_t chunks, float* partial,
+                         unsigned* counters, bool long_context, cudaStream_t s) {
+  const dim3 block(kFusedWarps<kMaxHd> * 32);
+  if (long_context && decode_clusters_usable<kMaxHd>()) {
+    const dim3 grid(unsigned(n_tokens), unsigned(sh.n_head_kv * chunks), kClusterSplits);
+    launch_pdl_cluster(decode_fused_kernel<kMaxHd, true>, grid, block, dim3(1, 1, kClusterSplits), 0, s, kv, step, qkv,
+                       sh, group, chunks, partial, counters, out, os);
+  } else {
+    const dim3 grid(unsigned(n_tokens), unsigned(sh.n_head_kv * chunks), kDecodeSplits);
+    launch_pdl(decode_fused_kernel<kMaxHd, false>, grid, block, 0, s, kv, step, qkv, sh, group, chunks, partial,
+               counters, out, os);
+  }
+}
+
 }  // namespace
 
 void store_kv(const KvLayer& kv, const StepView& step, const float* k, int64_t ks, const float* v, int64_t vs,
@@ -710,17 +814,16 @@ size_t attention_decode_counters(int32_t n_tokens, const AttentionShape& sh) {
 
 void attention_decode_fused(const KvLayer& kv, const StepView& step, int32_t n_tokens, const DecodeQkv& qkv,
                             float* out, int64_t os, const AttentionShape& sh, float* partial, unsigned* counters,
-                            cudaStream_t s) {
+                            bool long_context, cudaStream_t s) {
   if (n_tokens <= 0) return;
   if (!attention_decode_fused_supported(sh.head_dim))
     throw Error(ErrorCode::Unsupported, "fused decode attention: head_dim " + std::to_string(sh.head_dim) + " > 256");
   const int32_t group = sh.n_head / sh.n_head_kv;
   const int32_t chunks = (group + kFusedHeads - 1) / kFusedHeads;
-  const dim3 grid(unsigned(n_tokens), unsigned(sh.n_head_kv * chunks), kDecodeSplits);
   switch (head_dim_bucket(sh.head_dim)) {
-    case 64: launch_pdl(decode_fused_kernel<64>, grid, dim3(kFusedWarps<64> * 32), 0, s, kv, step, qkv, sh, group, chunks, partial, counters, out, os); break;
-    case 128: launch_pdl(decode_fused_kernel<128>, grid, dim3(kFusedWarps<128> * 32), 0, s, kv, step, qkv, sh, group, chunks, partial, counters, out, os); break;
-    default: launch_pdl(decode_fused_kernel<256>, grid, dim3(kFusedWarps<256> * 32), 0, s, kv, step, qkv, sh, group, chunks, partial, counters, out, os); break;
+    case 64: launch_decode_fused<64>(kv, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, long_context, s); break;
+    case 128: launch_decode_fused<128>(kv, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, long_context, s); break;
+    default: launch_decode_fused<256>(kv, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, long_context, s); break;
   }
   CERA_CUDA_CHECK_LAUNCH();
 }

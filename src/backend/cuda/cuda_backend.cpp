@@ -28,6 +28,7 @@
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/ops.h"
 #include "backend/cuda/quant_kernels.h"
+#include "backend/cuda/trace.h"
 #include "backend/cuda/step_meta.h"
 
 namespace cera {
@@ -36,38 +37,51 @@ namespace {
 using cuda::DeviceBuffer;
 using cuda::PinnedBuffer;
 
-// The step metadata lives in one device allocation cut into fixed segments, mirrored by a pinned
-// host buffer of the same layout; set_step() fills the host side and copies the used parts.
-struct MetaLayout {
-  int32_t cap_tokens = 0, cap_seqs = 0, cap_blocks = 0;
-  size_t tokens = 0, positions = 0, token_seq = 0, output_rows = 0, seqs = 0, tiles = 0, blocks = 0, total = 0;
+// The step metadata lives in one device allocation, mirrored by a pinned host buffer. Each step
+// packs its arrays one after another from the start (MetaOffsets::pack), so set_step() copies them
+// with one transfer: a decode step's copies sit between two replayed graphs, where each separate
+// transfer measured a few µs of idle GPU (tools/device/trace_step.py). The offsets depend only on
+// the counts, and the counts a graph's pointers were captured with are its key's (decode: one token
+// and one tile per sequence), so every replay of a graph finds its arrays where it captured them;
+// only the block tables, last, vary in length.
+struct MetaOffsets {
+  size_t tokens = 0, positions = 0, token_seq = 0, output_rows = 0, seqs = 0, tiles = 0, blocks = 0, end = 0;
 
-  static MetaLayout make(int32_t cap_tokens, int32_t cap_seqs, int32_t cap_blocks) {
-    MetaLayout m;
-    m.cap_tokens = cap_tokens;
-    m.cap_seqs = cap_seqs;
-    m.cap_blocks = cap_blocks;
+  static MetaOffsets pack(int32_t n_tokens, int32_t n_seqs, int32_t n_out, int32_t n_tiles, int32_t n_blocks) {
+    MetaOffsets m;
     size_t off = 0;
     auto take = [&](size_t bytes) {
       const size_t at = off;
-      off += (bytes + 255) / 256 * 256;
+      off += (bytes + 15) / 16 * 16;
       return at;
     };
-    m.tokens = take(sizeof(int32_t) * size_t(cap_tokens));
-    m.positions = take(sizeof(int32_t) * size_t(cap_tokens));
-    m.token_seq = take(sizeof(int32_t) * size_t(cap_tokens));
-    m.output_rows = take(sizeof(int32_t) * size_t(cap_tokens));
-    m.seqs = take(sizeof(cuda::DeviceSeq) * size_t(cap_seqs));
-    m.tiles = take(sizeof(cuda::AttentionTile) * size_t(cap_tokens));  // never more tiles than tokens
-    m.blocks = take(sizeof(int32_t) * size_t(cap_blocks));
-    m.total = off;
+    m.tokens = take(sizeof(int32_t) * size_t(n_tokens));
+    m.positions = take(sizeof(int32_t) * size_t(n_tokens));
+    m.token_seq = take(sizeof(int32_t) * size_t(n_tokens));
+    m.output_rows = take(sizeof(int32_t) * size_t(n_out));
+    m.seqs = take(sizeof(cuda::DeviceSeq) * size_t(n_seqs));
+    m.tiles = take(sizeof(cuda::AttentionTile) * size_t(n_tiles));
+    m.blocks = take(sizeof(int32_t) * size_t(n_blocks));
+    m.end = off;
     return m;
+  }
+};
+
+struct MetaLayout {
+  int32_t cap_tokens = 0, cap_seqs = 0, cap_blocks = 0;
+  size_t total = 0;
+
+  static MetaLayout make(int32_t cap_tokens, int32_t cap_seqs, int32_t cap_blocks) {
+    // Never more outputs or tiles than tokens, so any step within the caps packs into `total`.
+    return {cap_tokens, cap_seqs, cap_blocks,
+            MetaOffsets::pack(cap_tokens, cap_seqs, cap_tokens, cap_tokens, cap_blocks).end};
   }
 };
 
 // Steps with the same key run the same launches with the same arguments.
 struct StepKey {
   int32_t n_tokens, n_seqs, n_out;
+  bool long_context;  // cuda::attention_decode_fused's launch shape
   auto operator<=>(const StepKey&) const = default;
 };
 
@@ -164,17 +178,31 @@ class CudaBackend final : public Backend {
     CERA_CUDA_CHECK(cudaSetDevice(o.device));
     CERA_CUDA_CHECK(cudaGetDeviceProperties(&props_, o.device));
     CERA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    CERA_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
     gemm_ = std::make_unique<cuda::Gemm>(stream_);
+    if (const char* path = std::getenv("CERA_CUDA_TRACE_FILE")) {
+      if (cuda::trace::compiled_in()) {
+        trace_path_ = path;
+        cuda::trace::start(size_t(1) << 20);
+      } else {
+        std::fprintf(stderr, "cera: CERA_CUDA_TRACE_FILE is set but this build has no trace (cmake -DCERA_CUDA_TRACE=ON)\n");
+      }
+    }
   }
 
   ~CudaBackend() override {
     profiler_.report();
+    if (!trace_path_.empty()) cuda::trace::stop_and_write(trace_path_);
     graphs_.clear();
     for (cudaEvent_t e : meta_copied_)
       if (e) cudaEventDestroy(e);
+    if (copy_stream_) cudaStreamSynchronize(copy_stream_);
     for (cudaEvent_t e : argmax_ready_)
       if (e) cudaEventDestroy(e);
+    for (cudaEvent_t e : argmax_done_)
+      if (e) cudaEventDestroy(e);
     gemm_.reset();
+    if (copy_stream_) cudaStreamDestroy(copy_stream_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -309,14 +337,19 @@ class CudaBackend final : public Backend {
     // step in flight), the host fills the other. Waits only if the copy from two steps ago is pending.
     meta_slot_ ^= 1;
     if (meta_copied_[meta_slot_]) CERA_CUDA_CHECK(cudaEventSynchronize(meta_copied_[meta_slot_]));
+    int32_t n_tiles = 0;
+    for (const auto& s : in.sequences)
+      n_tiles += (std::max(s.n_tokens, 0) + cuda::kAttentionTileTokens - 1) / cuda::kAttentionTileTokens;
+    if (n_tiles > T) throw Error(ErrorCode::Internal, "step sequences cover more tokens than the step has");
+    const MetaOffsets at = MetaOffsets::pack(T, S, n_out, n_tiles, n_blocks);
     char* h = meta_host_[meta_slot_].as<char>();
-    auto* tokens = reinterpret_cast<int32_t*>(h + meta_.tokens);
-    auto* positions = reinterpret_cast<int32_t*>(h + meta_.positions);
-    auto* token_seq = reinterpret_cast<int32_t*>(h + meta_.token_seq);
-    auto* output_rows = reinterpret_cast<int32_t*>(h + meta_.output_rows);
-    auto* seqs = reinterpret_cast<cuda::DeviceSeq*>(h + meta_.seqs);
-    auto* tiles = reinterpret_cast<cuda::AttentionTile*>(h + meta_.tiles);
-    auto* blocks = reinterpret_cast<int32_t*>(h + meta_.blocks);
+    auto* tokens = reinterpret_cast<int32_t*>(h + at.tokens);
+    auto* positions = reinterpret_cast<int32_t*>(h + at.positions);
+    auto* token_seq = reinterpret_cast<int32_t*>(h + at.token_seq);
+    auto* output_rows = reinterpret_cast<int32_t*>(h + at.output_rows);
+    auto* seqs = reinterpret_cast<cuda::DeviceSeq*>(h + at.seqs);
+    auto* tiles = reinterpret_cast<cuda::AttentionTile*>(h + at.tiles);
+    auto* blocks = reinterpret_cast<int32_t*>(h + at.blocks);
 
     if (!in.tokens_from_argmax) std::copy(in.tokens.begin(), in.tokens.end(), tokens);
     std::copy(in.positions.begin(), in.positions.end(), positions);
@@ -341,33 +374,28 @@ class CudaBackend final : public Backend {
     n_tokens_ = T;
     n_seqs_ = S;
     n_out_ = n_out;
+    int32_t max_keys = 0;
+    for (const auto& sq : in.sequences) max_keys = std::max(max_keys, sq.n_past + sq.n_tokens);
+    long_context_ = max_keys > cuda::kClusterMinKeys;
     decode_ = decode_shaped && S == T;
 
+    // One transfer of the packed arrays; then a step fed by the last argmax takes its tokens from
+    // the device, over the stale host slots.
     char* d = meta_dev_.as<char>();
-    auto copy = [&](size_t off, size_t bytes) {
-      if (bytes) CERA_CUDA_CHECK(cudaMemcpyAsync(d + off, h + off, bytes, cudaMemcpyHostToDevice, stream_));
-    };
+    CERA_CUDA_CHECK(cudaMemcpyAsync(d, h, at.end, cudaMemcpyHostToDevice, stream_));
     if (in.tokens_from_argmax)
-      CERA_CUDA_CHECK(cudaMemcpyAsync(d + meta_.tokens, argmax_dev_.get(), sizeof(int32_t) * size_t(T),
+      CERA_CUDA_CHECK(cudaMemcpyAsync(d + at.tokens, argmax_dev_.get(), sizeof(int32_t) * size_t(T),
                                       cudaMemcpyDeviceToDevice, stream_));
-    else
-      copy(meta_.tokens, sizeof(int32_t) * size_t(T));
-    copy(meta_.positions, sizeof(int32_t) * size_t(T));
-    copy(meta_.token_seq, sizeof(int32_t) * size_t(T));
-    copy(meta_.output_rows, sizeof(int32_t) * size_t(n_out));
-    copy(meta_.seqs, sizeof(cuda::DeviceSeq) * size_t(S));
-    copy(meta_.tiles, sizeof(cuda::AttentionTile) * size_t(n_tiles_));
-    copy(meta_.blocks, sizeof(int32_t) * size_t(block_off));
     if (!meta_copied_[meta_slot_]) CERA_CUDA_CHECK(cudaEventCreateWithFlags(&meta_copied_[meta_slot_], cudaEventDisableTiming));
     CERA_CUDA_CHECK(cudaEventRecord(meta_copied_[meta_slot_], stream_));
-    view_ = {reinterpret_cast<const int32_t*>(d + meta_.tokens),       reinterpret_cast<const int32_t*>(d + meta_.positions),
-             reinterpret_cast<const int32_t*>(d + meta_.token_seq),    reinterpret_cast<const cuda::DeviceSeq*>(d + meta_.seqs),
-             reinterpret_cast<const int32_t*>(d + meta_.blocks),       reinterpret_cast<const int32_t*>(d + meta_.output_rows),
-             reinterpret_cast<const cuda::AttentionTile*>(d + meta_.tiles)};
+    view_ = {reinterpret_cast<const int32_t*>(d + at.tokens),       reinterpret_cast<const int32_t*>(d + at.positions),
+             reinterpret_cast<const int32_t*>(d + at.token_seq),    reinterpret_cast<const cuda::DeviceSeq*>(d + at.seqs),
+             reinterpret_cast<const int32_t*>(d + at.blocks),       reinterpret_cast<const int32_t*>(d + at.output_rows),
+             reinterpret_cast<const cuda::AttentionTile*>(d + at.tiles)};
 
     mode_ = Mode::Eager;
     if (options_.use_graphs && decode_) {
-      const StepKey key{T, S, n_out};
+      const StepKey key{T, S, n_out, long_context_};
       if (auto it = graphs_.find(key); it != graphs_.end()) {
         mode_ = Mode::Replay;
         replay_ = it->second.get();
@@ -428,11 +456,19 @@ class CudaBackend final : public Backend {
     const int slot = argmax_slot_ ^= 1;
     argmax_dev_.ensure(sizeof(int32_t) * size_t(t.rows));  // read by the next step's token copy, not by graphs
     argmax_pinned_[slot].ensure(sizeof(int32_t) * size_t(t.rows));
+    for (cudaEvent_t* e : {&argmax_ready_[slot], &argmax_done_[slot]})
+      if (!*e) CERA_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+    // The ids reach the host on the copy stream, so the next step's metadata copy and graph do not
+    // queue behind that transfer; this argmax overwrites argmax_dev_ only once the previous
+    // result's transfer (the other slot) has read it.
+    if (argmax_copied_[slot ^ 1]) CERA_CUDA_CHECK(cudaStreamWaitEvent(stream_, argmax_ready_[slot ^ 1]));
     launch_argmax(t, argmax_dev_.as<int32_t>());
+    CERA_CUDA_CHECK(cudaEventRecord(argmax_done_[slot], stream_));
+    CERA_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, argmax_done_[slot]));
     CERA_CUDA_CHECK(cudaMemcpyAsync(argmax_pinned_[slot].as<int32_t>(), argmax_dev_.get(), sizeof(int32_t) * size_t(t.rows),
-                                    cudaMemcpyDeviceToHost, stream_));
-    if (!argmax_ready_[slot]) CERA_CUDA_CHECK(cudaEventCreateWithFlags(&argmax_ready_[slot], cudaEventDisableTiming));
-    CERA_CUDA_CHECK(cudaEventRecord(argmax_ready_[slot], stream_));
+                                    cudaMemcpyDeviceToHost, copy_stream_));
+    CERA_CUDA_CHECK(cudaEventRecord(argmax_ready_[slot], copy_stream_));
+    argmax_copied_[slot] = true;
     pending_.push_back({slot, int32_t(t.rows)});
     argmax_fed_rows_ = int32_t(t.rows);
   }
@@ -633,7 +669,7 @@ class CudaBackend final : public Backend {
     const cuda::DecodeQkv in{q.f32(), stride(q), k.f32(), stride(k), v.f32(), stride(v),
                              q_norm ? q_norm->f32() : nullptr, k_norm ? k_norm->f32() : nullptr, eps, r};
     cuda::attention_decode_fused(kv_layer(layer), view_, n_tokens_, in, out.f32(), stride(out), sh, partial_.as<float>(),
-                                 counters_.as<unsigned>(), stream_);
+                                 counters_.as<unsigned>(), long_context_, stream_);
   }
 
   void short_conv(int32_t layer, const Tensor& bcx, const Tensor& w, Tensor out) override {
@@ -924,6 +960,7 @@ class CudaBackend final : public Backend {
   OpProfiler profiler_;
   cudaDeviceProp props_{};
   cudaStream_t stream_ = nullptr;
+  cudaStream_t copy_stream_ = nullptr;  // argmax_rows_async's transfers to the host
   std::unique_ptr<cuda::Gemm> gemm_;
   std::deque<DeviceBuffer> buffers_;  // weights and activations, never moved or freed early
   DeviceBuffer* arena_ = nullptr;      // the weight chunk being filled
@@ -943,6 +980,8 @@ class CudaBackend final : public Backend {
   bool decode_ = false;
 
   Mode mode_ = Mode::Idle;
+  std::string trace_path_;  // CERA_CUDA_TRACE_FILE (trace.h)
+  bool long_context_ = false;  // the step has a token with more than cuda::kClusterMinKeys keys
   std::map<StepKey, std::unique_ptr<CudaGraph>> graphs_;
   std::set<StepKey> seen_;
   StepKey capture_key_{};
@@ -957,7 +996,9 @@ class CudaBackend final : public Backend {
   DeviceBuffer argmax_dev_, argmax_scratch_;
   // argmax_rows_async: two pinned result slots, their events, the pending (slot, rows) in order.
   PinnedBuffer argmax_pinned_[2];
-  cudaEvent_t argmax_ready_[2] = {};
+  cudaEvent_t argmax_ready_[2] = {};  // the slot's ids are on the host (recorded on copy_stream_)
+  cudaEvent_t argmax_done_[2] = {};   // the slot's argmax has run (recorded on stream_)
+  bool argmax_copied_[2] = {};        // argmax_ready_[slot] has been recorded
   int argmax_slot_ = 0;
   std::deque<std::pair<int, int32_t>> pending_;
   int32_t argmax_fed_rows_ = -1;  // rows of the last argmax (what tokens_from_argmax reads)

@@ -34,18 +34,46 @@ __device__ inline RopeLane<kPairs> rope_lane(const RopeArgs& r, int32_t position
   return out;
 }
 
-// head: head_dim floats (global or shared memory); every lane of the calling warp takes part.
-// rot: rope_lane<kPairs>(r, position) with 32·kPairs ≥ r.n_rot / 2.
+// A lane's elements i = lane + 32·e (e < 2·kPairs) of a head's RMSNorm weight (zero past head_dim or
+// without a norm): weights, so the fused decode attention loads them before its PDL wait.
 template <int kPairs>
-__device__ inline void norm_rope_head(float* head, const float* norm, float eps, int32_t head_dim, const RopeArgs& r,
-                                      const RopeLane<kPairs>& rot) {
+struct NormLane {
+  float w[2 * kPairs];
+};
+
+template <int kPairs>
+__device__ inline NormLane<kPairs> norm_lane(const float* norm, int32_t head_dim) {
   const int lane = threadIdx.x & 31;
-  if (norm) {
+  NormLane<kPairs> out;
+#pragma unroll
+  for (int e = 0; e < 2 * kPairs; ++e) {
+    const int32_t i = lane + 32 * e;
+    out.w[e] = norm && i < head_dim ? norm[i] : 0.f;
+  }
+  return out;
+}
+
+// head: head_dim ≤ 64·kPairs floats (global or shared memory); every lane of the calling warp
+// takes part. rot: rope_lane<kPairs>(r, position); nw: norm_lane<kPairs>(weight), used when
+// has_norm.
+template <int kPairs>
+__device__ inline void norm_rope_head(float* head, bool has_norm, const NormLane<kPairs>& nw, float eps,
+                                      int32_t head_dim, const RopeArgs& r, const RopeLane<kPairs>& rot) {
+  const int lane = threadIdx.x & 31;
+  if (has_norm) {
     double sum = 0;
-    for (int32_t i = lane; i < head_dim; i += 32) sum += double(head[i]) * double(head[i]);
+#pragma unroll
+    for (int e = 0; e < 2 * kPairs; ++e) {
+      const int32_t i = lane + 32 * e;
+      if (i < head_dim) sum += double(head[i]) * double(head[i]);
+    }
     for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     const float inv = float(1.0 / sqrt(sum / double(head_dim) + double(eps)));
-    for (int32_t i = lane; i < head_dim; i += 32) head[i] = __fmul_rn(norm[i], __fmul_rn(head[i], inv));
+#pragma unroll
+    for (int e = 0; e < 2 * kPairs; ++e) {
+      const int32_t i = lane + 32 * e;
+      if (i < head_dim) head[i] = __fmul_rn(nw.w[e], __fmul_rn(head[i], inv));
+    }
     __syncwarp();
   }
   const int32_t half = r.n_rot / 2;
@@ -61,6 +89,13 @@ __device__ inline void norm_rope_head(float* head, const float* norm, float eps,
     head[ib] = __fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c));
   }
   __syncwarp();
+}
+
+// The same with the weight read here (norm: null for none).
+template <int kPairs>
+__device__ inline void norm_rope_head(float* head, const float* norm, float eps, int32_t head_dim, const RopeArgs& r,
+                                      const RopeLane<kPairs>& rot) {
+  norm_rope_head(head, norm != nullptr, norm_lane<kPairs>(norm, head_dim), eps, head_dim, r, rot);
 }
 
 // The same with the angles computed here (any n_rot ≤ 256).
