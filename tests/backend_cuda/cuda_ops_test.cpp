@@ -414,9 +414,9 @@ TEST_P(CudaAttention, FusedDecodeLayerMatchesCpu) {
 // several key tiles, the last one partial), then a mixed step (37 more tokens after the 530, and
 // one), then two decode steps through the fused layer (qk_norm_rope_attention), whose 568 and 47
 // keys take 5 splits and 1 (head dims ≤ 64), 9 and 1 (80, 128), or all 16, of several key batches
-// per warp, and 3 (256) when merged through global memory (_simt variants); as a cluster of at
-// most 8 splits (_default, sm_90: the step has more than kClusterMinKeys keys): 5 and 1, 8 and 1,
-// 8 and 3.
+// per warp, and 3 (256) when merged through global memory (_simt variants); as clusters of at
+// most 8 splits (_default on sm_90, where the step has more than kClusterMinKeys keys and the
+// device holds its 2 × n_head_kv clusters at once): 5 and 1, 8 and 1, 8 and 3.
 TEST_P(CudaAttention, LongPromptMatchesCpu) {
   CERA_REQUIRE_CUDA();
   const AttnShape sh = std::get<0>(GetParam());
