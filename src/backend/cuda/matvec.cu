@@ -616,6 +616,14 @@ bool float_rows_aligned(const void* w, size_t row_bytes, int64_t k) {
 
 int sm_count() { return current_device_attribute(cudaDevAttrMultiProcessorCount); }
 
+// Warps per SM a quant product aims for when it splits k over a block's warps (launch_nx): fewer
+// warps per block give each more tiles to pipeline. H200, tg128 `--parallel 1` of the LFM2-1.2B
+// shape, warps per SM 12 / 24 / 48 / 96: Q4_0 1,776 / 1,842 / 1,798 / 1,798, Q4_K_M 1,214 /
+// 1,293 / 1,207 / 1,208, Q8_0 (int8, staged 34-byte blocks) 1,275 / 1,193 / 1,061 / 1,057
+// (4 / 6 / 8 / 16: 1,196 / 1,185 / 1,277 / 1,195).
+template <GgmlType T, bool kI8>
+inline constexpr int64_t kWarpsPerSm = T == GgmlType::Q8_0 && kI8 ? 12 : 24;
+
 template <GgmlType T, int NX, int R, bool kI8 = false>
 void launch_nx(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const float* x, int64_t x_stride,
                float* y, int64_t y_stride, cudaStream_t stream, const Fusion& f) {
@@ -627,8 +635,8 @@ void launch_nx(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const
   int warps = int(std::clamp<int64_t>(n_tiles, 1, kMaxWarps));
   if (!S::kFloat) {
     // Quant rows pipeline their tiles, which pays only when a warp has several: split k over the
-    // fewest warps (a power of two) that still give every SM ~24 warps.
-    const int64_t want = int64_t(sm_count()) * 24;
+    // fewest warps (a power of two) that still give every SM ~kWarpsPerSm warps.
+    const int64_t want = int64_t(sm_count()) * kWarpsPerSm<T, kI8>;
     int wq = 1;
     while (wq < warps && blocks * wq < want) wq *= 2;
     warps = std::min(wq, warps);

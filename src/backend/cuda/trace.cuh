@@ -26,7 +26,8 @@ __device__ __forceinline__ unsigned long long& block_start_ns() {
 __device__ __forceinline__ void trace_block_started() {
   if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) block_start_ns() = global_ns();
 }
-__device__ __forceinline__ void trace_block_waited() {
+// Thread 0 of the block records now, with `threads` as the record's Record::threads.
+__device__ __forceinline__ void record_now(uint32_t threads) {
   if (threadIdx.x != 0 || threadIdx.y != 0 || threadIdx.z != 0 || !g_sink) return;
   Record r;
   asm volatile("mov.u64 %0, %%gridid;" : "=l"(r.grid));
@@ -34,26 +35,15 @@ __device__ __forceinline__ void trace_block_waited() {
   r.t_start = block_start_ns();
   r.t_wait = global_ns();
   r.blocks = gridDim.x * gridDim.y * gridDim.z;
-  r.threads = blockDim.x * blockDim.y * blockDim.z;
+  r.threads = threads;
   r.block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
   const unsigned long long i = atomicAdd(&g_sink->n, 1ull);
   g_sink->records[i % g_sink->cap] = r;
 }
+__device__ __forceinline__ void trace_block_waited() { record_now(blockDim.x * blockDim.y * blockDim.z); }
 // A point inside a kernel (thread 0 of each block that reaches it): a record whose `threads` is
 // kMark | tag and whose t_wait is the time it was reached.
-__device__ __forceinline__ void trace_mark(uint32_t tag) {
-  if (threadIdx.x != 0 || threadIdx.y != 0 || threadIdx.z != 0 || !g_sink) return;
-  Record r;
-  asm volatile("mov.u64 %0, %%gridid;" : "=l"(r.grid));
-  asm volatile("mov.u32 %0, %%smid;" : "=r"(r.sm));
-  r.t_start = block_start_ns();
-  r.t_wait = global_ns();
-  r.blocks = gridDim.x * gridDim.y * gridDim.z;
-  r.threads = kMark | tag;
-  r.block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  const unsigned long long i = atomicAdd(&g_sink->n, 1ull);
-  g_sink->records[i % g_sink->cap] = r;
-}
+__device__ __forceinline__ void trace_mark(uint32_t tag) { record_now(kMark | tag); }
 #elif defined(__CUDACC__)
 __device__ __forceinline__ void trace_block_started() {}
 __device__ __forceinline__ void trace_block_waited() {}
