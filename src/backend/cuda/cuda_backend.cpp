@@ -322,8 +322,14 @@ class CudaBackend final : public Backend {
                                                              : "step tokens and positions differ in length");
     const int32_t n_out = int32_t(in.output_rows.size());
     if (T > 65535) throw Error(ErrorCode::InvalidArgument, "the CUDA backend takes at most 65535 tokens per step");
-    int32_t n_blocks = 0;
-    for (const auto& s : in.sequences) n_blocks += int32_t(s.kv_blocks.size());
+    // What the step's sequences need: block-table entries, attention tiles, and the longest context.
+    int32_t n_blocks = 0, n_tiles = 0, max_keys = 0;
+    for (const auto& s : in.sequences) {
+      n_blocks += int32_t(s.kv_blocks.size());
+      n_tiles += (std::max(s.n_tokens, 0) + cuda::kAttentionTileTokens - 1) / cuda::kAttentionTileTokens;
+      max_keys = std::max(max_keys, s.n_past + s.n_tokens);
+    }
+    if (n_tiles > T) throw Error(ErrorCode::Internal, "step sequences cover more tokens than the step has");
 
     if (T > meta_.cap_tokens || S > meta_.cap_seqs || n_blocks > meta_.cap_blocks) {
       meta_ = MetaLayout::make(std::max(T, meta_.cap_tokens * 2), std::max(S, meta_.cap_seqs * 2),
@@ -337,10 +343,6 @@ class CudaBackend final : public Backend {
     // step in flight), the host fills the other. Waits only if the copy from two steps ago is pending.
     meta_slot_ ^= 1;
     if (meta_copied_[meta_slot_]) CERA_CUDA_CHECK(cudaEventSynchronize(meta_copied_[meta_slot_]));
-    int32_t n_tiles = 0;
-    for (const auto& s : in.sequences)
-      n_tiles += (std::max(s.n_tokens, 0) + cuda::kAttentionTileTokens - 1) / cuda::kAttentionTileTokens;
-    if (n_tiles > T) throw Error(ErrorCode::Internal, "step sequences cover more tokens than the step has");
     const MetaOffsets at = MetaOffsets::pack(T, S, n_out, n_tiles, n_blocks);
     char* h = meta_host_[meta_slot_].as<char>();
     auto* tokens = reinterpret_cast<int32_t*>(h + at.tokens);
@@ -374,8 +376,6 @@ class CudaBackend final : public Backend {
     n_tokens_ = T;
     n_seqs_ = S;
     n_out_ = n_out;
-    int32_t max_keys = 0;
-    for (const auto& sq : in.sequences) max_keys = std::max(max_keys, sq.n_past + sq.n_tokens);
     long_context_ = max_keys > cuda::kClusterMinKeys;
     decode_ = decode_shaped && S == T;
 
@@ -461,14 +461,14 @@ class CudaBackend final : public Backend {
     // The ids reach the host on the copy stream, so the next step's metadata copy and graph do not
     // queue behind that transfer; this argmax overwrites argmax_dev_ only once the previous
     // result's transfer (the other slot) has read it.
-    if (argmax_copied_[slot ^ 1]) CERA_CUDA_CHECK(cudaStreamWaitEvent(stream_, argmax_ready_[slot ^ 1]));
+    // (An event exists only once its slot's transfer has been recorded.)
+    if (argmax_ready_[slot ^ 1]) CERA_CUDA_CHECK(cudaStreamWaitEvent(stream_, argmax_ready_[slot ^ 1]));
     launch_argmax(t, argmax_dev_.as<int32_t>());
     CERA_CUDA_CHECK(cudaEventRecord(argmax_done_[slot], stream_));
     CERA_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, argmax_done_[slot]));
     CERA_CUDA_CHECK(cudaMemcpyAsync(argmax_pinned_[slot].as<int32_t>(), argmax_dev_.get(), sizeof(int32_t) * size_t(t.rows),
                                     cudaMemcpyDeviceToHost, copy_stream_));
     CERA_CUDA_CHECK(cudaEventRecord(argmax_ready_[slot], copy_stream_));
-    argmax_copied_[slot] = true;
     pending_.push_back({slot, int32_t(t.rows)});
     argmax_fed_rows_ = int32_t(t.rows);
   }
@@ -998,7 +998,6 @@ class CudaBackend final : public Backend {
   PinnedBuffer argmax_pinned_[2];
   cudaEvent_t argmax_ready_[2] = {};  // the slot's ids are on the host (recorded on copy_stream_)
   cudaEvent_t argmax_done_[2] = {};   // the slot's argmax has run (recorded on stream_)
-  bool argmax_copied_[2] = {};        // argmax_ready_[slot] has been recorded
   int argmax_slot_ = 0;
   std::deque<std::pair<int, int32_t>> pending_;
   int32_t argmax_fed_rows_ = -1;  // rows of the last argmax (what tokens_from_argmax reads)
