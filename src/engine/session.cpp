@@ -16,6 +16,9 @@ struct Session::Impl {
   int32_t n_vocab;
   std::vector<int32_t> history;  // every token in the sequence (the prefix cache is keyed by it)
   std::vector<float> logits;     // of the last append: [n, n_vocab]
+  // The buffer a step reads its logits into, swapped with `logits` rather than copied (a decode
+  // step's row is 256 KB for a 65,536-token vocabulary; the copy was on the host between two steps).
+  std::vector<float> step_logits;
   std::vector<float> embeddings; // of the same rows, [n, n_embd], when the engine keeps them
   int32_t reused = 0;
   bool shifted = false;  // after a context shift the state no longer matches a plain prefix
@@ -254,6 +257,9 @@ void Session::append(std::span<const int32_t> tokens, bool all_logits) {
                                                   std::to_string(impl_->n_vocab - 1) + ")");
   Engine::Impl& e = *impl_->engine;
   impl_->reused = 0;
+  // The last append's row becomes the step buffer: a step of the same shape then reads into it
+  // without the vector first zero-filling it.
+  std::swap(impl_->logits, impl_->step_logits);
   impl_->logits.clear();
   impl_->logits_on_device = false;
   impl_->embeddings.clear();
@@ -262,7 +268,8 @@ void Session::append(std::span<const int32_t> tokens, bool all_logits) {
   // Chunks end at multiples of the checkpoint interval (when the cache is on), so the same tokens
   // are always evaluated in the same chunks: a resumed prompt gives bit-identical results.
   const int32_t interval = e.prefix_cache ? e.options.checkpoint_interval : 0;
-  std::vector<float> part, hidden;
+  std::vector<float>& part = impl_->step_logits;
+  std::vector<float> hidden;
   std::vector<float>* hidden_out = e.options.embeddings ? &hidden : nullptr;
   size_t done = 0;
   while (done < tokens.size()) {
@@ -277,7 +284,8 @@ void Session::append(std::span<const int32_t> tokens, bool all_logits) {
     e.step({&in, 1}, part, hidden_out);
     impl_->history.insert(impl_->history.end(), piece.begin(), piece.end());
     if (all_logits || last) {
-      impl_->logits.insert(impl_->logits.end(), part.begin(), part.end());
+      if (impl_->logits.empty()) std::swap(impl_->logits, part);  // the common case: one piece
+      else impl_->logits.insert(impl_->logits.end(), part.begin(), part.end());
       if (hidden_out) impl_->embeddings.insert(impl_->embeddings.end(), hidden.begin(), hidden.end());
     }
     impl_->publish_to_cache();
