@@ -129,7 +129,7 @@ TEST_P(CudaFused, FusedOpsMatchPlainOps) {
     return std::tuple{q, o, x, read(be, n.x)};
   };
   Net fused_net = make(*gpu), plain_net = make(*gpu);
-  // Q4_0/Q8_0/Q4_K decode products round x' to int8 (quant_kernels.h; tested exactly against its
+  // Q4_0/Q8_0/Q4_K/Q6_K decode products round x' to int8 (quant_kernels.h; tested exactly against its
   // own reference in matvec_int8_test.cpp): first without it, where fused and plain run the same
   // arithmetic, then with it, where the fused and the plain path round different x' (norm_w ⊙ x
   // against the normalized x) to 8 bits (≈ 5e-3 here; a wiring error is ≥ 0.1).
@@ -448,6 +448,39 @@ TEST_P(CudaAttention, LongPromptMatchesCpu) {
       s.n_tokens = 1;
     }
     if (step == 0) seqs[0].n_tokens = 37;
+  }
+}
+
+// Decode steps through the fused layer at contexts of 181, 332, 633 and 634 keys (context spans
+// 256, 512 and 1024), one sequence prefilled in between: on sm_90 (_default) its splits run as
+// clusters of 2, 4 and 8 blocks for head dims ≤ 64, 4, 8 and 8 for 80-128, and 8 for 256; the
+// _simt variants merge them through global memory.
+TEST_P(CudaAttention, DecodeClusterSizesMatchCpu) {
+  CERA_REQUIRE_CUDA();
+  const AttnShape sh = std::get<0>(GetParam());
+  const test::ScopedEnv env = attention_kernel_env(std::get<1>(GetParam()));
+  const test::ScopedEnv cluster_env = decode_cluster_env(std::get<1>(GetParam()));
+  AttentionRig rig(sh, 1, 48, 300);
+  Both& b = rig.b;
+  const std::vector<int32_t> perm = test::shuffled_blocks(48, 5);
+  std::vector<Seq> seqs = {{0, 0, std::vector<int32_t>(perm.begin(), perm.begin() + 40), -1}};
+  uint32_t seed = 700;
+  for (const int32_t n : {180, 1, 150, 1, 300, 1, 1}) {  // tokens per step; single tokens take the fused layer
+    seqs[0].n_tokens = n;
+    const test::Step st(seqs);
+    const AttentionRig::Rows r = rig.random_step(n, seed);
+    b.both([&](Backend& be, bool g) {
+      be.set_step(st.in);
+      if (n == 1) {
+        be.qk_norm_rope_attention(0, g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, g ? r.v.g : r.v.c, nullptr, nullptr, 1e-6f,
+                                  rig.ap, rig.rope, g ? r.out.g : r.out.c);
+        return;
+      }
+      be.qk_norm_rope(g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, nullptr, nullptr, 1e-6f, rig.ap, rig.rope);
+      be.attention(0, g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, g ? r.v.g : r.v.c, g ? r.out.g : r.out.c, rig.ap);
+    });
+    EXPECT_LE(b.diff(r.out), 2e-5) << "attention output, " << n << " tokens after " << seqs[0].n_past;
+    seqs[0].n_past += n;
   }
 }
 

@@ -2,6 +2,8 @@
 // memory). Two kernels of one family: a query-tiled kernel for prefill, where a block shares each K/V
 // tile among up to 64 (token, head) rows; and a split-K kernel for decode, where one token per
 // sequence leaves too little work per block unless each sequence's keys are spread over blocks.
+#include <algorithm>
+#include <array>
 #include <cfloat>
 #include <cstdlib>
 #include <cstring>
@@ -441,8 +443,8 @@ __device__ __forceinline__ T* cluster_peer(T* p, int rank) {
 // same per-head arithmetic as qk_norm_rope, redone by each split: a few hundred flops); the split-0
 // block of a KV head's first chunk writes the token's k/v into the cache, and no block reads that
 // slot from the cache in this launch (the token's own key comes from shared memory), so there is
-// no race. On sm_90 the splits of a (token, head chunk) are one thread block cluster of
-// kClusterSplits blocks: each leaves its merged part in its shared memory and split 0 reads them
+// no race. On sm_90 the splits of a (token, head chunk) are one thread block cluster of 2 to
+// kClusterSplits blocks (cluster_size): each leaves its merged part in its shared memory and split 0 reads them
 // through distributed shared memory between two cluster barriers (H200, Qwen3-0.6B BF16 with
 // 2-4 splits: see docs/BENCHMARKS.md). Elsewhere (or CERA_CUDA_ATTENTION_CLUSTER=0) the grid has
 // kDecodeSplits splits, and the last block of a (token, head chunk) to finish, found with a
@@ -458,8 +460,8 @@ __device__ __forceinline__ T* cluster_peer(T* p, int rank) {
 // previous shape, 4 warps and 32 keys per split, measured tg128 2-4 % slower on LFM2-1.2B and
 // Llama-3.2-1B and 11 % slower on Qwen3-0.6B (28 attention layers, head dim 128), H200.)
 constexpr int kFusedHeads = 4;
-// Splits per head group when they run as one thread block cluster: 8, the portable cluster size
-// (each block fills an SM, and a cluster's blocks share one GPC).
+// The most splits per head group when they run as one thread block cluster: 8, the portable
+// cluster size (each block fills an SM, and a cluster's blocks share one GPC).
 constexpr int kClusterSplits = 8;
 template <int kMaxHd>
 inline constexpr int kFusedWarps = kMaxHd <= 128 ? 16 : 8;  // shared memory: sm.o is W · H · kMaxHd floats
@@ -518,11 +520,22 @@ __device__ void merge_warps(WarpParts<kMaxHd, W, H>& sm, const float (&m)[H], co
   }
 }
 
+// The trigger alone (pdl.h's pdl_launch_dependents also records the block's start in trace builds):
+// the fused decode layer lets the next kernel launch only once its own inputs have arrived.
+__device__ __forceinline__ void trigger_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
 template <int kMaxHd, bool kCluster>
 __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
     decode_fused_kernel(KvLayer kv, StepView step, DecodeQkv in, AttentionShape sh, int32_t group, int32_t head_chunks,
                         float* partial, unsigned* done, float* out, int64_t os) {
-  pdl_launch_dependents();
+  // The next kernel (an output projection) launches after this block's PDL wait, not before: its
+  // blocks' weight loads would queue ahead of this layer's dependent loads (H200, Qwen3-0.6B BF16
+  // with 28 of these layers: tg128 1,433 -> 1,500 tokens/s; LFM2-1.2B and Llama-3.2-1B unchanged).
+  trace::trace_block_started();
   constexpr int E = kMaxHd / 32, W = kFusedWarps<kMaxHd>, H = kFusedHeads;
   __shared__ WarpParts<kMaxHd, W, H> sm;
   __shared__ float sm_q[H][kMaxHd], sm_k[kMaxHd], sm_v[kMaxHd];
@@ -544,6 +557,7 @@ __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
   constexpr int32_t kKeys = kFusedKeysPerSplit<kMaxHd>;
   const int32_t n_split = min(int32_t(gridDim.z), (n_keys + kKeys - 1) / kKeys);
   if (split >= n_split) {  // block-uniform: no barrier below is skipped by part of a block
+    trigger_dependents();
     pdl_wait();
     if (kCluster && n_split > 1) cluster_sync_all(), cluster_sync_all();  // the cluster's two barriers below
     return;
@@ -561,6 +575,7 @@ __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
       norm_lane<kMaxHd / 64>(warp < nh ? in.q_norm : warp == W - 1 ? in.k_norm : nullptr, hd);
   trace::trace_mark(4);  // the preamble issued (angles computed; key loads may be in flight)
   pdl_wait();
+  trigger_dependents();
 
   // The block's q heads and the token's k head, normalised and rotated, and its v head.
   for (int32_t g = warp; g < nh; g += W) {
@@ -710,43 +725,56 @@ int head_dim_bucket(int32_t hd) {
 }
 
 // Whether the fused decode kernel for kMaxHd launches its n_clusters head groups' splits as clusters
-// of kClusterSplits: on sm_90+ unless CERA_CUDA_ATTENTION_CLUSTER=0 (read per call, so a test can
+// of `size` blocks: on sm_90+ unless CERA_CUDA_ATTENTION_CLUSTER=0 (read per call, so a test can
 // compare both), and only when the device can hold all of them at once. A cluster's idle splits
 // keep their SMs until it merges, so clusters in waves wait for each other (H200, 8 LFM2-1.2B
 // sequences: 64 clusters, BF16 6,688 -> 5,778 tokens/s).
 template <int kMaxHd>
-bool decode_clusters_usable(int64_t n_clusters) {
-  static const int max_active = [] {
+bool decode_clusters_usable(int size, int64_t n_clusters) {
+  static const std::array<int, kClusterSplits + 1> max_active = [] {  // by cluster size
+    std::array<int, kClusterSplits + 1> n{};
     int dev = 0, major = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major < 9)
-      return 0;
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(1, 1, kClusterSplits);
-    cfg.blockDim = dim3(kFusedWarps<kMaxHd> * 32);
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = 1, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = kClusterSplits;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    int clusters = 0;
-    const bool ok = cudaOccupancyMaxActiveClusters(&clusters, decode_fused_kernel<kMaxHd, true>, &cfg) == cudaSuccess;
-    cudaGetLastError();  // a failed query leaves no error behind
-    return ok ? clusters : 0;
+      return n;
+    for (int c = 2; c <= kClusterSplits; c *= 2) {
+      cudaLaunchConfig_t cfg{};
+      cfg.gridDim = dim3(1, 1, unsigned(c));
+      cfg.blockDim = dim3(kFusedWarps<kMaxHd> * 32);
+      cudaLaunchAttribute attr{};
+      attr.id = cudaLaunchAttributeClusterDimension;
+      attr.val.clusterDim.x = 1, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = unsigned(c);
+      cfg.attrs = &attr;
+      cfg.numAttrs = 1;
+      int clusters = 0;
+      if (cudaOccupancyMaxActiveClusters(&clusters, decode_fused_kernel<kMaxHd, true>, &cfg) == cudaSuccess)
+        n[size_t(c)] = clusters;
+      cudaGetLastError();  // a failed query leaves no error behind
+    }
+    return n;
   }();
   const char* e = std::getenv("CERA_CUDA_ATTENTION_CLUSTER");
-  return n_clusters <= max_active && !(e && std::strcmp(e, "0") == 0);
+  return n_clusters <= max_active[size_t(size)] && !(e && std::strcmp(e, "0") == 0);
+}
+
+// A cluster has as many splits as the context span needs (a power of two, 2 to kClusterSplits):
+// its blocks wait for that many free SMs of one GPC, so a 200-key context takes 2 of them, not 8
+// of which 6 only join the barriers.
+template <int kMaxHd>
+int cluster_size(int32_t context_span) {
+  return std::clamp(context_span / kFusedKeysPerSplit<kMaxHd>, 2, kClusterSplits);
 }
 
 template <int kMaxHd>
 void launch_decode_fused(const KvLayer& kv, const StepView& step, int32_t n_tokens, const DecodeQkv& qkv, float* out,
                          int64_t os, const AttentionShape& sh, int32_t group, int32_t chunks, float* partial,
-                         unsigned* counters, bool long_context, cudaStream_t s) {
+                         unsigned* counters, int32_t context_span, cudaStream_t s) {
   const dim3 block(kFusedWarps<kMaxHd> * 32);
-  if (long_context && decode_clusters_usable<kMaxHd>(int64_t(n_tokens) * sh.n_head_kv * chunks)) {
-    const dim3 grid(unsigned(n_tokens), unsigned(sh.n_head_kv * chunks), kClusterSplits);
-    launch_pdl_cluster(decode_fused_kernel<kMaxHd, true>, grid, block, dim3(1, 1, kClusterSplits), 0, s, kv, step, qkv,
-                       sh, group, chunks, partial, counters, out, os);
+  const int size = cluster_size<kMaxHd>(context_span);
+  if (context_span > 0 && decode_clusters_usable<kMaxHd>(size, int64_t(n_tokens) * sh.n_head_kv * chunks)) {
+    const dim3 grid(unsigned(n_tokens), unsigned(sh.n_head_kv * chunks), unsigned(size));
+    launch_pdl_cluster(decode_fused_kernel<kMaxHd, true>, grid, block, dim3(1, 1, unsigned(size)), 0, s, kv, step,
+                       qkv, sh, group, chunks, partial, counters, out, os);
   } else {
     const dim3 grid(unsigned(n_tokens), unsigned(sh.n_head_kv * chunks), kDecodeSplits);
     launch_pdl(decode_fused_kernel<kMaxHd, false>, grid, block, 0, s, kv, step, qkv, sh, group, chunks, partial,
@@ -816,16 +844,16 @@ size_t attention_decode_counters(int32_t n_tokens, const AttentionShape& sh) {
 
 void attention_decode_fused(const KvLayer& kv, const StepView& step, int32_t n_tokens, const DecodeQkv& qkv,
                             float* out, int64_t os, const AttentionShape& sh, float* partial, unsigned* counters,
-                            bool long_context, cudaStream_t s) {
+                            int32_t context_span, cudaStream_t s) {
   if (n_tokens <= 0) return;
   if (!attention_decode_fused_supported(sh.head_dim))
     throw Error(ErrorCode::Unsupported, "fused decode attention: head_dim " + std::to_string(sh.head_dim) + " > 256");
   const int32_t group = sh.n_head / sh.n_head_kv;
   const int32_t chunks = (group + kFusedHeads - 1) / kFusedHeads;
   switch (head_dim_bucket(sh.head_dim)) {
-    case 64: launch_decode_fused<64>(kv, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, long_context, s); break;
-    case 128: launch_decode_fused<128>(kv, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, long_context, s); break;
-    default: launch_decode_fused<256>(kv, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, long_context, s); break;
+    case 64: launch_decode_fused<64>(kv, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, context_span, s); break;
+    case 128: launch_decode_fused<128>(kv, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, context_span, s); break;
+    default: launch_decode_fused<256>(kv, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, context_span, s); break;
   }
   CERA_CUDA_CHECK_LAUNCH();
 }

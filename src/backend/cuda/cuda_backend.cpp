@@ -81,7 +81,7 @@ struct MetaLayout {
 // Steps with the same key run the same launches with the same arguments.
 struct StepKey {
   int32_t n_tokens, n_seqs, n_out;
-  bool long_context;  // cuda::attention_decode_fused's launch shape
+  int32_t context_span;  // cuda::decode_context_span: attention_decode_fused's launch shape
   auto operator<=>(const StepKey&) const = default;
 };
 
@@ -376,7 +376,7 @@ class CudaBackend final : public Backend {
     n_tokens_ = T;
     n_seqs_ = S;
     n_out_ = n_out;
-    long_context_ = max_keys > cuda::kClusterMinKeys;
+    context_span_ = cuda::decode_context_span(max_keys);
     decode_ = decode_shaped && S == T;
 
     // One transfer of the packed arrays; then a step fed by the last argmax takes its tokens from
@@ -395,7 +395,7 @@ class CudaBackend final : public Backend {
 
     mode_ = Mode::Eager;
     if (options_.use_graphs && decode_) {
-      const StepKey key{T, S, n_out, long_context_};
+      const StepKey key{T, S, n_out, context_span_};
       if (auto it = graphs_.find(key); it != graphs_.end()) {
         mode_ = Mode::Replay;
         replay_ = it->second.get();
@@ -669,7 +669,7 @@ class CudaBackend final : public Backend {
     const cuda::DecodeQkv in{q.f32(), stride(q), k.f32(), stride(k), v.f32(), stride(v),
                              q_norm ? q_norm->f32() : nullptr, k_norm ? k_norm->f32() : nullptr, eps, r};
     cuda::attention_decode_fused(kv_layer(layer), view_, n_tokens_, in, out.f32(), stride(out), sh, partial_.as<float>(),
-                                 counters_.as<unsigned>(), long_context_, stream_);
+                                 counters_.as<unsigned>(), context_span_, stream_);
   }
 
   void short_conv(int32_t layer, const Tensor& bcx, const Tensor& w, Tensor out) override {
@@ -981,7 +981,7 @@ class CudaBackend final : public Backend {
 
   Mode mode_ = Mode::Idle;
   std::string trace_path_;  // CERA_CUDA_TRACE_FILE (trace.h)
-  bool long_context_ = false;  // the step has a token with more than cuda::kClusterMinKeys keys
+  int32_t context_span_ = 0;  // cuda::decode_context_span of the step's longest context
   std::map<StepKey, std::unique_ptr<CudaGraph>> graphs_;
   std::set<StepKey> seen_;
   StepKey capture_key_{};

@@ -116,13 +116,23 @@ struct DecodeQkv {
 };
 bool attention_decode_fused_supported(int32_t head_dim);
 size_t attention_decode_counters(int32_t n_tokens, const AttentionShape& shape);
-// long_context: some token of the step sees more than kClusterMinKeys keys, so its splits merge;
-// then (sm_90) they run as thread block clusters, which merge faster but start later than single
-// blocks. A step's graph is captured with one choice; either is correct at any context length.
+// context_span: decode_context_span(the step's longest context). Past kClusterMinKeys keys a
+// token's splits merge, and then (sm_90) they run as thread block clusters of as many blocks as
+// the span needs (2-8), which merge faster but start later than single blocks. A step's graph is
+// captured with one span; any span is correct at any context length.
 inline constexpr int32_t kClusterMinKeys = 128;
+inline constexpr int32_t kClusterMaxSpan = 1024;  // 8 splits of 128 keys (head dims ≤ 64)
+// 0 up to kClusterMinKeys keys, else max_keys rounded up to kClusterMinKeys times a power of two,
+// at most kClusterMaxSpan: few distinct values, so few graphs per batch shape.
+constexpr int32_t decode_context_span(int32_t max_keys) {
+  if (max_keys <= kClusterMinKeys) return 0;
+  int32_t span = 2 * kClusterMinKeys;
+  while (span < max_keys && span < kClusterMaxSpan) span *= 2;
+  return span;
+}
 void attention_decode_fused(const KvLayer& kv, const StepView& step, int32_t n_tokens, const DecodeQkv& qkv,
                             float* out, int64_t out_stride, const AttentionShape& shape, float* partial,
-                            unsigned* counters, bool long_context, cudaStream_t s);
+                            unsigned* counters, int32_t context_span, cudaStream_t s);
 // Context shift (Backend::shift_kv): scratch holds count × 2 × kv_dim floats.
 void shift_kv(const KvLayer& kv, const int32_t* blocks, int32_t first, int32_t count, int32_t delta,
               int32_t n_head_kv, int32_t head_dim, const float* rot_cos, const float* rot_sin, int32_t n_rot,
