@@ -1,7 +1,7 @@
 // Decode matvec throughput on the GPU: for each weight type, the LFM2-1.2B FFN shapes and a
 // vocabulary-sized head, weight bytes streamed per second (the kernel's job is to run at HBM speed).
 // Several copies of each matrix are cycled so that the 60 MB L2 does not serve repeats.
-// A second table times Q4_0 / Q8_0 with int8 activations (quant_kernels.h) against the same kernel
+// A second table times Q4_0 / Q8_0 / Q4_K / Q6_K with int8 activations (quant_kernels.h) against the same kernel
 // decoding to f32, on the real decode shapes (LFM2-1.2B, Llama-3.2-1B, Qwen3-0.6B) with their fusions.
 // A third table times the general kernel with the norm folded in against the same product without.
 // A fourth ("chain") replays the LFM2-1.2B decode step's products alone as one CUDA graph (PDL, as
@@ -91,11 +91,11 @@ std::vector<void*> make_copies(cera::GgmlType t, int64_t n_rows, int64_t k, cons
 void bench_int8(int nx, int reps, const std::vector<float>& row, float* dx, float* dy, float* dnorm, cudaEvent_t e0,
                 cudaEvent_t e1) {
   using cera::GgmlType;
-  std::printf("\nQ4_0/Q8_0 with int8 activations vs decoded to f32 (cuda::matvec), n_x_rows=%d\n", nx);
+  std::printf("\nQ4_0/Q8_0/Q4_K/Q6_K with int8 activations vs decoded to f32 (cuda::matvec), n_x_rows=%d\n", nx);
   std::printf("%-6s %-22s %-13s %8s | %9s %7s %7s | %9s %7s %7s | %6s\n", "type", "shape", "n x k", "MB", "int8 us",
               "GB/s", "of 4TB", "f32 us", "GB/s", "of 4TB", "speed");
   const bool was_on = cera::cuda::matvec_int8_enabled();
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0}) {
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
     for (const FastShape& s : kFastShapes) {
       const size_t row_bytes = cera::cuda::device_row_bytes(t, s.k);
       const size_t bytes = row_bytes * size_t(s.n_rows);

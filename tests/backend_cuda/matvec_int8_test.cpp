@@ -1,4 +1,4 @@
-// cuda::matvec with int8 activations (Q4_0 / Q8_0 / Q4_K weights, int8_dot.cuh) against a double-precision
+// cuda::matvec with int8 activations (Q4_0 / Q8_0 / Q4_K / Q6_K weights, int8_dot.cuh) against a double-precision
 // host reference built from the scalar dequantizer (format/quant.h) and the activation rounding the
 // kernel specifies (quant_kernels.h, int8_dot.cuh): x' = x (or norm_w ⊙ x, one f32 product, with the
 // norm); per 32 elements d = max|x'|/127 in f32, id = 1/d in f32, q = x'·id rounded once to nearest
@@ -12,7 +12,9 @@
 // 5-level tree and ≤ 8 warps in a row. That is at most n_tiles + 15 roundings on any path, so
 //   |v_gpu − v| ≤ (n_tiles + 15)·2^-24·Σ_bh |dw_b·dx_b·s_bh|  (+ second order);
 // the tests use (n_tiles + 16)·2^-24·Σ|…|. Q4_K adds two terms per half block (scale and minimum,
-// see ref_dot), and its reference weights carry one rounding each. With the norm the sum is multiplied by
+// see ref_dot), and its reference weights carry one rounding each. Q6_K adds one term per half
+// block (its two 16-element scales meet in an exact integer sum), and its reference weights
+// d·scale·(level - 32) carry one rounding each. With the norm the sum is multiplied by
 // rsqrtf(Σx²/k + eps) (≤ 2 ulp; norm tests use x = m/64 · 2^e with |m| < 32, so Σx² is exact in f32
 // in any order) and rounded once more: 8·2^-24·|v| on top. Accumulate adds |scale|·that plus one
 // rounding of y; SwiGLU propagates both rows' bounds through silu(g)·u (|silu'| ≤ 1.1) plus 16 ulp
@@ -137,7 +139,7 @@ RefDot ref_dot(GgmlType type, const uint8_t* raw, const float* w, const QuantX& 
   const int64_t n_tiles = (k + 511) / 512;
   const int per_half = type == GgmlType::Q4_K ? 2 : 1;  // fmas per half block
   double bound = double(per_half * n_tiles + 16) * std::ldexp(1.0, -24) * mag;
-  if (type == GgmlType::Q4_K) bound += std::ldexp(1.0, -24) * ref_err;
+  if (type == GgmlType::Q4_K || type == GgmlType::Q6_K) bound += std::ldexp(1.0, -24) * ref_err;
   return {v, bound};
 }
 
@@ -257,7 +259,7 @@ int64_t run_case(const Case& c, const Weights& w, const DevBuf& dw, uint32_t see
   return checked;
 }
 
-const GgmlType kInt8Types[] = {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K};
+const GgmlType kInt8Types[] = {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K};
 
 // Every type x n_x_rows 1..8 x output mode x norm on/off over shapes with odd row counts (tail row
 // groups), k = 32 (one block), k not a multiple of the 512-element tile (24, 40 and 65 blocks),
@@ -307,6 +309,8 @@ TEST(MatvecInt8, LargeMatrices) {
       {GgmlType::Q8_0, 2053, 8192, 6, 1, Out::Accumulate, false},
       {GgmlType::Q4_K, 2 * 4099, 2048, 0, 1, Out::SwiGLU, true},
       {GgmlType::Q4_K, 2053, 8192, 0, 2, Out::Accumulate, false},
+      {GgmlType::Q6_K, 40001, 2048, 0, 1, Out::Store, false},  // the LM head of the Q4_0 / Q4_K_M mixes
+      {GgmlType::Q6_K, 2053, 8192, 0, 2, Out::Accumulate, true},
   };
   uint32_t seed = 1000;
   for (const Case& c : cases) {
@@ -343,7 +347,7 @@ TEST(MatvecInt8, Deterministic) {
 
 // The switch picks the path: off, Q4_0 is decoded to f32 and matches the exact weights' product to
 // f32 accuracy; on, x's 8-bit rounding shows (relative error ~1e-3, well above the f32 path's
-// ~1e-6). Only Q4_0, Q8_0 and Q4_K report int8 activations.
+// ~1e-6). Only Q4_0, Q8_0, Q4_K and Q6_K report int8 activations.
 TEST(MatvecInt8, SwitchSelectsThePath) {
   CERA_REQUIRE_CUDA();
   test::MatvecInt8Scope on(true);  // whatever the environment says
@@ -372,7 +376,9 @@ TEST(MatvecInt8, SwitchSelectsThePath) {
   EXPECT_TRUE(cuda::matvec_int8_activations(GgmlType::Q4_0));
   EXPECT_TRUE(cuda::matvec_int8_activations(GgmlType::Q8_0));
   EXPECT_TRUE(cuda::matvec_int8_activations(GgmlType::Q4_K));
+  EXPECT_TRUE(cuda::matvec_int8_activations(GgmlType::Q6_K));
   EXPECT_FALSE(cuda::matvec_int8_activations(GgmlType::Q4_1));
+  EXPECT_FALSE(cuda::matvec_int8_activations(GgmlType::Q5_K));
   EXPECT_FALSE(cuda::matvec_int8_activations(GgmlType::BF16));
   const double int8_err = rel_error();
   cuda::matvec_int8_enable(false);

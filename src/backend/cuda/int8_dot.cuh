@@ -1,4 +1,4 @@
-// Int8-activation dot products for the decode matvec of Q4_0 / Q8_0 / Q4_K weights (matvec.cu).
+// Int8-activation dot products for the decode matvec of Q4_0 / Q8_0 / Q4_K / Q6_K weights (matvec.cu).
 //
 // Why: decoded to f32, a 4-bit weight costs ~4.5 instructions, and those products ran at ~30 % of
 // HBM bandwidth on the H200. With x rounded to int8 per 32 elements (as llama.cpp and cera's CPU
@@ -77,7 +77,7 @@ __device__ __forceinline__ void load_words_a2(const uint8_t* p, uint32_t (&w)[N]
 
 // The formats with an int8 path (one list for host and device code).
 __host__ __device__ constexpr bool has_int8_dot(GgmlType t) {
-  return t == GgmlType::Q4_0 || t == GgmlType::Q8_0 || t == GgmlType::Q4_K;
+  return t == GgmlType::Q4_0 || t == GgmlType::Q8_0 || t == GgmlType::Q4_K || t == GgmlType::Q6_K;
 }
 template <GgmlType T>
 inline constexpr bool kHasInt8Dot = has_int8_dot(T);
@@ -145,6 +145,42 @@ struct HalfBlockI8<GgmlType::Q4_K> {
     const float bias = -__fmul_rn(h2f(ld16(sb + 2)), float(mn));
     acc = fmaf(float(dot), __fmul_rn(scale, x.d), acc);
     acc = fmaf(float(x.sum), __fmul_rn(bias, x.d), acc);
+  }
+};
+
+// Q6_K: 32-element sub-block s = 4n + qr of a 256-element super-block (210 bytes: 128 bytes of low
+// nibbles ql, 64 of high bit pairs qh, 16 int8 scales, f16 d). Element j of it is the 6-bit level
+// (nibble qr >> 1 of ql[64n + 32(qr & 1) + j]) | (bits 2qr.. of qh[32n + j]) << 4, minus 32, times
+// d·scale[8n + 2qr + j / 16] (dequant_block.cuh's arithmetic). A lane's half holds elements
+// 8h..8h+7 (the first scale) and 16+8h..16+8h+7 (the second), so its integer sum is
+// sc0·(Σ level·q - 32·Σq) over the first run plus the same over the second: exact (|·| < 2^23), and
+// one fma with d·d_x, the LM head of the Q4_0 / Q4_K_M mixes among them.
+template <>
+struct HalfBlockI8<GgmlType::Q6_K> {
+  __device__ static __forceinline__ void add(const uint8_t* tile, int blk, int half, const XHalfI8& x, float& acc) {
+    const uint8_t* sb = tile + (blk >> 3) * Block<GgmlType::Q6_K>::kBytes;
+    const int s = blk & 7, n = s >> 2, qr = s & 3;
+    const uint8_t* ql = sb + 64 * n + 32 * (qr & 1) + 8 * half;
+    const uint8_t* qh = sb + 128 + 32 * n + 8 * half;
+    uint32_t lo[2][2], hi[2][2];  // [run][word]: runs 8h.. and 16 + 8h.. of the sub-block
+    load_words_a2(ql, lo[0]);
+    load_words_a2(ql + 16, lo[1]);
+    load_words_a2(qh, hi[0]);
+    load_words_a2(qh + 16, hi[1]);
+    const int sh = 4 * (qr >> 1), hsh = 2 * qr;
+    int dot[2] = {0, 0};
+#pragma unroll
+    for (int run = 0; run < 2; ++run)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {  // levels 0..63: positive as signed bytes
+        const uint32_t level = ((lo[run][i] >> sh) & 0x0F0F0F0Fu) | ((hi[run][i] >> hsh) & 0x03030303u) << 4;
+        dot[run] = __dp4a(int(level), int(x.q[2 * run + i]), dot[run]);
+      }
+    const int sum0 = __dp4a(int(x.q[0]), 0x01010101, __dp4a(int(x.q[1]), 0x01010101, 0));
+    const int sc0 = int(static_cast<int8_t>(sb[192 + 8 * n + 2 * qr]));
+    const int sc1 = int(static_cast<int8_t>(sb[192 + 8 * n + 2 * qr + 1]));
+    const int isum = sc0 * (dot[0] - 32 * sum0) + sc1 * (dot[1] - 32 * (x.sum - sum0));
+    acc = fmaf(float(isum), __fmul_rn(h2f(ld16(sb + 208)), x.d), acc);
   }
 };
 

@@ -76,7 +76,7 @@ void matvec(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_
             int64_t x_stride, int32_t n_x_rows, float* y, int64_t y_stride, cudaStream_t stream,
             const MatvecFusion& fusion = {});
 
-// Q4_0 / Q8_0 / Q4_K products round each 32-element block of x' (x, times norm_w with the norm; the
+// Q4_0 / Q8_0 / Q4_K / Q6_K products round each 32-element block of x' (x, times norm_w with the norm; the
 // 1/rms(x) factor is applied to the sum) to int8 and take integer dot products (int8_dot.cuh), as
 // llama.cpp and cera's CPU path do with quantized weights: fewer instructions per weight and 8 rows
 // per block, where decoding to f32 is limited to 4 (docs/BENCHMARKS.md has the measurements). On
@@ -84,7 +84,7 @@ void matvec(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_
 // that want exact weights, A/B benchmarks).
 void matvec_int8_enable(bool on);
 bool matvec_int8_enabled();
-// Whether matvec of `type` takes int8 activations now (enabled, and Q4_0, Q8_0 or Q4_K).
+// Whether matvec of `type` takes int8 activations now (enabled, and Q4_0, Q8_0, Q4_K or Q6_K).
 bool matvec_int8_activations(GgmlType type);
 
 // Whether matvec can take Out::ShortConv for these weights (float rows must be 16-byte aligned) and
