@@ -164,6 +164,11 @@ class Backend {
   // A backend that copies weights into its own memory can reserve it at once, so that weights
   // uploaded one after another stay adjacent (the fused products run [gate; up] and q|k|v as one).
   virtual void reserve_weights(size_t /*bytes*/, size_t /*n_tensors*/) {}
+  // The bytes upload_weight will keep for such a weight: as stored, unless the backend keeps
+  // a format in a layout of its own (what reserve_weights is told is the sum of these).
+  virtual size_t weight_bytes(GgmlType type, int64_t rows, int64_t cols) const {
+    return ggml_row_bytes(type, cols) * size_t(rows);
+  }
   // Per-head RMSNorm (if norm weights are given) then RoPE at the step positions, in place.
   // q: [T, n_head*head_dim], k: [T, n_head_kv*head_dim].
   virtual void qk_norm_rope(Tensor q, Tensor k, const Tensor* q_norm, const Tensor* k_norm, float eps,

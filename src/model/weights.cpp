@@ -18,7 +18,7 @@ std::string shape_string(const int64_t* ne, size_t n) {
 
 WeightLoader::WeightLoader(const gguf::File& file, Backend& backend) : file_(file), backend_(backend) {
   size_t bytes = 0;
-  for (const gguf::TensorInfo& t : file.tensors()) bytes += t.nbytes;
+  for (const gguf::TensorInfo& t : file.tensors()) bytes += backend_.weight_bytes(t.type, t.ne[1] * t.ne[2] * t.ne[3], t.ne[0]);
   backend_.reserve_weights(bytes, file.tensors().size());
 }
 

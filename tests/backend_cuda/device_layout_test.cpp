@@ -1,7 +1,8 @@
 // The GPU layout of weight rows (quant_kernels.h, device_layout.cpp): host code, so these run
 // without a device. Q4_0 block b of a GGML row (f16 scale, 16 nibble bytes) must land in super-block
 // b / 8 with its scale at 2·(b % 8) and its nibbles at 16 + 16·(b % 8), the last super-block
-// zero-padded; other types are copied as stored. The kernels that read the layout are checked
+// zero-padded; a Q6_K super-block (210 bytes) must land at 216·b with 6 zero bytes after it; other
+// types are copied as stored. The kernels that read the layout are checked
 // against the CPU reference in quant_kernels_test.cpp and matvec_int8_test.cpp.
 #include <gtest/gtest.h>
 
@@ -64,8 +65,31 @@ TEST(DeviceLayout, Q4_0RowsBecomeSuperBlocks) {
   }
 }
 
+TEST(DeviceLayout, Q6_KSuperBlocksArePaddedTo216Bytes) {
+  for (const int64_t k : {int64_t(256), int64_t(2048)}) {
+    const int64_t n_rows = 3, blocks = k / 256;
+    const size_t src_row = ggml_row_bytes(GgmlType::Q6_K, k);
+    const size_t dev_row = cuda::device_row_bytes(GgmlType::Q6_K, k);
+    ASSERT_EQ(src_row, size_t(blocks) * 210);
+    ASSERT_EQ(dev_row, size_t(blocks) * 216) << "k " << k;
+    const std::vector<uint8_t> src = ggml_rows(GgmlType::Q6_K, n_rows, k, uint32_t(k));
+    const size_t dst_row = dev_row + 8;  // padding the conversion must leave alone
+    std::vector<uint8_t> dst(dst_row * size_t(n_rows), 0xEE);
+    cuda::to_device_layout(GgmlType::Q6_K, src.data(), src_row, n_rows, k, dst.data(), dst_row);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const uint8_t* s = src.data() + size_t(r) * src_row;
+      const uint8_t* d = dst.data() + size_t(r) * dst_row;
+      for (int64_t b = 0; b < blocks; ++b) {
+        EXPECT_TRUE(std::equal(s + 210 * b, s + 210 * (b + 1), d + 216 * b)) << "k " << k << " row " << r << " block " << b;
+        for (int j = 210; j < 216; ++j) EXPECT_EQ(d[216 * b + j], 0) << "k " << k << " row " << r << " block " << b;
+      }
+      for (size_t j = dev_row; j < dst_row; ++j) EXPECT_EQ(d[j], 0xEE) << "k " << k << ": wrote past the row";
+    }
+  }
+}
+
 TEST(DeviceLayout, OtherTypesAreCopiedAsStored) {
-  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::BF16}) {
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::BF16}) {
     const int64_t n_rows = 2, k = 512;
     const size_t row = ggml_row_bytes(type, k);
     ASSERT_EQ(cuda::device_row_bytes(type, k), row) << ggml_type_name(type);

@@ -263,8 +263,8 @@ const GgmlType kInt8Types[] = {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, G
 
 // Every type x n_x_rows 1..8 x output mode x norm on/off over shapes with odd row counts (tail row
 // groups), k = 32 (one block), k not a multiple of the 512-element tile (24, 40 and 65 blocks),
-// rows padded (row_bytes > data, even; for Q4_0 a multiple of 8, as its direct loads need: a
-// misaligned Q4_0 matrix decodes to f32, which QuantKernels covers) or not, and x / y row strides
+// rows padded (row_bytes > data, even; for Q4_0 and Q6_K a multiple of 8, as their direct loads
+// need: a misaligned matrix of theirs decodes to f32, which QuantKernels covers) or not, and x / y row strides
 // larger than the rows. Q4_0's k = 32 and 2080 end in a partial (zero-padded) super-block.
 TEST(MatvecInt8, MatchesReferenceAllModes) {
   CERA_REQUIRE_CUDA();
@@ -277,7 +277,8 @@ TEST(MatvecInt8, MatchesReferenceAllModes) {
   for (GgmlType type : kInt8Types) {
     for (const auto& s : shapes) {
       if (s.k % ggml_traits(type).block_elems != 0) continue;  // Q4_K: 256-element super-blocks
-      for (size_t pad : {size_t(0), size_t(type == GgmlType::Q4_0 ? 16 : 10)}) {
+      const bool direct = type == GgmlType::Q4_0 || type == GgmlType::Q6_K;  // 8-byte aligned rows only
+      for (size_t pad : {size_t(0), size_t(direct ? 16 : 10)}) {
         const Weights w = make_weights(type, s.n_rows, s.k, pad, seed++);
         DevBuf dw(w.bytes.size());
         ASSERT_TRUE(dw.p);

@@ -238,10 +238,12 @@ class CudaBackend final : public Backend {
     return t;
   }
 
-  // The whole model in one chunk when the loader says how much is coming: a chunk boundary between
-  // gate and up (or q and k) would split that layer's fused product in two. (The loader counts GGML
-  // bytes; Q4_0 rows whose k is not a multiple of 256 take a little more on the GPU, padded to whole
-  // super-blocks, and what does not fit goes to a further chunk: correct, at worst one unfused pair.)
+  // The whole model in one chunk when the loader says how much is coming (weight_bytes: the GPU
+  // layout's sizes): a chunk boundary between gate and up (or q and k) would split that layer's
+  // fused product in two.
+  size_t weight_bytes(GgmlType type, int64_t rows, int64_t cols) const override {
+    return cuda::device_row_bytes(type, cols) * size_t(rows);
+  }
   void reserve_weights(size_t bytes, size_t n_tensors) override {
     const size_t size = bytes + 16 * n_tensors;  // each weight is padded to 16 bytes
     if (arena_ && arena_->bytes() - arena_used_ >= size) return;

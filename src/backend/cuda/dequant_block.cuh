@@ -221,9 +221,11 @@ struct Block<GgmlType::Q5_K> {
 
 // Q6_K: element e = 8*part; half n = e/128, quarter qr = (e%128)/32, l = e%32. The low nibble comes
 // from ql[64n + 32*(qr&1) + l] (high nibble when qr >= 2), two high bits from qh[32n + l] >> 2*qr.
+// On the GPU a super-block is GGML's 210 bytes and 6 zero bytes (quant_kernels.h), so that every
+// super-block of an aligned row is 8-byte aligned.
 template <>
 struct Block<GgmlType::Q6_K> {
-  static constexpr int kElems = 256, kBytes = 210;
+  static constexpr int kElems = 256, kBytes = 216;
   static constexpr bool kHasBias = false;
   __device__ static void decode(const uint8_t* b, int part, Chunk8& c) {
     const int n = part >> 4, qr = (part >> 2) & 3, l = 8 * (part & 3);

@@ -1,4 +1,5 @@
-// The GPU layout of weight rows (quant_kernels.h): GGML's, except Q4_0 in super-blocks of 8 blocks.
+// The GPU layout of weight rows (quant_kernels.h): GGML's, except Q4_0 in super-blocks of 8 blocks
+// and Q6_K's super-blocks padded from 210 to 216 bytes.
 #include <algorithm>
 #include <cstring>
 
@@ -23,11 +24,21 @@ void repack_q4_0_row(const uint8_t* src, int64_t k, uint8_t* dst) {
   }
 }
 
+constexpr size_t kQ6_KBytes = 210, kQ6_KDeviceBytes = 216;  // GGML's super-block; on the GPU
+
+void pad_q6_k_row(const uint8_t* src, int64_t k, uint8_t* dst) {
+  for (int64_t b = 0; b < k / 256; ++b) {
+    std::memcpy(dst + size_t(b) * kQ6_KDeviceBytes, src + size_t(b) * kQ6_KBytes, kQ6_KBytes);
+    std::memset(dst + size_t(b) * kQ6_KDeviceBytes + kQ6_KBytes, 0, kQ6_KDeviceBytes - kQ6_KBytes);
+  }
+}
+
 }  // namespace
 
-bool keeps_stored_layout(GgmlType type) { return type != GgmlType::Q4_0; }
+bool keeps_stored_layout(GgmlType type) { return type != GgmlType::Q4_0 && type != GgmlType::Q6_K; }
 
 size_t device_row_bytes(GgmlType type, int64_t k) {
+  if (type == GgmlType::Q6_K) return size_t(k / 256) * kQ6_KDeviceBytes;  // k is a multiple of 256
   if (keeps_stored_layout(type)) return ggml_row_bytes(type, k);
   return size_t((k + kQ4_0SuperElems - 1) / kQ4_0SuperElems) * kQ4_0SuperBytes;
 }
@@ -39,6 +50,7 @@ void to_device_layout(GgmlType type, const uint8_t* src, size_t src_row_bytes, i
     const uint8_t* s = src + size_t(r) * src_row_bytes;
     uint8_t* d = dst + size_t(r) * dst_row_bytes;
     if (keeps_stored_layout(type)) std::memcpy(d, s, row);
+    else if (type == GgmlType::Q6_K) pad_q6_k_row(s, k, d);
     else repack_q4_0_row(s, k, d);
   }
 }

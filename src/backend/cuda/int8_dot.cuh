@@ -115,7 +115,7 @@ __device__ __forceinline__ int half_dot<GgmlType::Q8_0>(const uint8_t* b, int ha
 // tile (tile: its first byte) times x to acc. Q8_0: one f16 scale per block.
 template <GgmlType T>
 struct HalfBlockI8 {
-  static_assert(T == GgmlType::Q8_0, "Q4_0 takes the direct path; Q4_K has its own");
+  static_assert(T == GgmlType::Q8_0, "Q4_0 and Q6_K take the direct path; Q4_K has its own");
   __device__ static __forceinline__ void add(const uint8_t* tile, int blk, int half, const XHalfI8& x, float& acc) {
     const uint8_t* b = tile + blk * Block<T>::kBytes;
     acc = fmaf(float(half_dot<T>(b, half, x)), __fmul_rn(h2f(ld16(b)), x.d), acc);
@@ -148,40 +148,38 @@ struct HalfBlockI8<GgmlType::Q4_K> {
   }
 };
 
-// Q6_K: 32-element sub-block s = 4n + qr of a 256-element super-block (210 bytes: 128 bytes of low
-// nibbles ql, 64 of high bit pairs qh, 16 int8 scales, f16 d). Element j of it is the 6-bit level
-// (nibble qr >> 1 of ql[64n + 32(qr & 1) + j]) | (bits 2qr.. of qh[32n + j]) << 4, minus 32, times
+// Q6_K: 32-element sub-block s = 4n + qr of a 256-element super-block (GGML's 210 bytes: 128 bytes
+// of low nibbles ql, 64 of high bit pairs qh, 16 int8 scales, f16 d; on the GPU padded to 216,
+// dequant_block.cuh). Element j of it is the 6-bit level (nibble qr >> 1 of
+// ql[64n + 32(qr & 1) + j]) | (bits 2qr.. of qh[32n + j]) << 4, minus 32, times
 // d·scale[8n + 2qr + j / 16] (dequant_block.cuh's arithmetic). A lane's half holds elements
-// 8h..8h+7 (the first scale) and 16+8h..16+8h+7 (the second), so its integer sum is
-// sc0·(Σ level·q - 32·Σq) over the first run plus the same over the second: exact (|·| < 2^23), and
-// one fma with d·d_x, the LM head of the Q4_0 / Q4_K_M mixes among them.
-template <>
-struct HalfBlockI8<GgmlType::Q6_K> {
-  __device__ static __forceinline__ void add(const uint8_t* tile, int blk, int half, const XHalfI8& x, float& acc) {
-    const uint8_t* sb = tile + (blk >> 3) * Block<GgmlType::Q6_K>::kBytes;
-    const int s = blk & 7, n = s >> 2, qr = s & 3;
-    const uint8_t* ql = sb + 64 * n + 32 * (qr & 1) + 8 * half;
-    const uint8_t* qh = sb + 128 + 32 * n + 8 * half;
-    uint32_t lo[2][2], hi[2][2];  // [run][word]: runs 8h.. and 16 + 8h.. of the sub-block
-    load_words_a2(ql, lo[0]);
-    load_words_a2(ql + 16, lo[1]);
-    load_words_a2(qh, hi[0]);
-    load_words_a2(qh + 16, hi[1]);
-    const int sh = 4 * (qr >> 1), hsh = 2 * qr;
-    int dot[2] = {0, 0};
-#pragma unroll
-    for (int run = 0; run < 2; ++run)
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {  // levels 0..63: positive as signed bytes
-        const uint32_t level = ((lo[run][i] >> sh) & 0x0F0F0F0Fu) | ((hi[run][i] >> hsh) & 0x03030303u) << 4;
-        dot[run] = __dp4a(int(level), int(x.q[2 * run + i]), dot[run]);
-      }
-    const int sum0 = __dp4a(int(x.q[0]), 0x01010101, __dp4a(int(x.q[1]), 0x01010101, 0));
-    const int sc0 = int(static_cast<int8_t>(sb[192 + 8 * n + 2 * qr]));
-    const int sc1 = int(static_cast<int8_t>(sb[192 + 8 * n + 2 * qr + 1]));
-    const int isum = sc0 * (dot[0] - 32 * sum0) + sc1 * (dot[1] - 32 * (x.sum - sum0));
-    acc = fmaf(float(isum), __fmul_rn(h2f(ld16(sb + 208)), x.d), acc);
-  }
+// 8h..8h+7 (the first scale) and 16+8h..16+8h+7 (the second).
+struct Q6KHalf {
+  uint32_t ql[2][2], qh[2][2];  // [run][word]: bytes 8h.. and 16 + 8h.. of the sub-block's ql / qh rows
+  uint32_t scales;              // the sub-block's two int8 scales (bytes 0 and 1)
+  uint32_t d;                   // f16 bits
 };
+// Where a lane's bytes of sub-block s lie in its super-block.
+__device__ __forceinline__ int q6_k_ql_offset(int s, int half) { return 64 * (s >> 2) + 32 * (s & 1) + 8 * half; }
+__device__ __forceinline__ int q6_k_qh_offset(int s, int half) { return 128 + 32 * (s >> 2) + 8 * half; }
+__device__ __forceinline__ int q6_k_scale_offset(int s) { return 192 + 8 * (s >> 2) + 2 * (s & 3); }
+constexpr int kQ6KDOffset = 208;
+
+// sc0·(Σ level·q - 32·Σq) over the first run plus the same with sc1 over the second: the half's
+// dot product in units of d·d_x, exact (|·| < 2^23).
+__device__ __forceinline__ int q6_k_half_dot(const Q6KHalf& w, int s, const XHalfI8& x) {
+  const int qr = s & 3, sh = 4 * (qr >> 1), hsh = 2 * qr;
+  int dot[2] = {0, 0};
+#pragma unroll
+  for (int run = 0; run < 2; ++run)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {  // levels 0..63: positive as signed bytes
+      const uint32_t level = ((w.ql[run][i] >> sh) & 0x0F0F0F0Fu) | ((w.qh[run][i] >> hsh) & 0x03030303u) << 4;
+      dot[run] = __dp4a(int(level), int(x.q[2 * run + i]), dot[run]);
+    }
+  const int sum0 = __dp4a(int(x.q[0]), 0x01010101, __dp4a(int(x.q[1]), 0x01010101, 0));
+  const int sc0 = int(static_cast<int8_t>(w.scales & 0xFFu)), sc1 = int(static_cast<int8_t>((w.scales >> 8) & 0xFFu));
+  return sc0 * (dot[0] - 32 * sum0) + sc1 * (dot[1] - 32 * (x.sum - sum0));
+}
 
 }  // namespace cera::cuda::detail

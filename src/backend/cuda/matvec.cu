@@ -84,13 +84,16 @@ struct Stage {  // geometry of one row's staged tile (quant types)
   static constexpr int kSlot = kVecs * 16;
 };
 
-// Q4_0 with int8 activations reads its GPU layout straight into registers (no stage).
+// Q4_0 and Q6_K with int8 activations read their GPU layouts straight into registers (no stage;
+// rows that are not 8-byte aligned decode to f32 instead).
 template <GgmlType T, bool kI8>
 inline constexpr bool kDirectQ4_0 = kI8 && T == GgmlType::Q4_0;
+template <GgmlType T, bool kI8>
+inline constexpr bool kDirectQ6_K = kI8 && T == GgmlType::Q6_K;
 
 template <GgmlType T, int kTile, bool kI8>
-constexpr int stage_slot() {  // staged bytes per row; float rows and direct Q4_0 are not staged
-  if constexpr (kIsFloat<T> || kDirectQ4_0<T, kI8>) return 0;
+constexpr int stage_slot() {  // staged bytes per row; float rows and direct loads are not staged
+  if constexpr (kIsFloat<T> || kDirectQ4_0<T, kI8> || kDirectQ6_K<T, kI8>) return 0;
   else return Stage<T, kTile>::kSlot;
 }
 
@@ -393,6 +396,48 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
             for (int t = 0; t < NX; ++t)
               acc[r][t] = fmaf(float(detail::q4_0_half_dot(nib[r], xq[t])),
                                __fmul_rn(detail::h2f(scale[r]), xq[t].d), acc[r][t]);
+      }
+    } else if constexpr (kDirectQ6_K<T, kI8>) {
+      // Q6_K in its GPU layout (216-byte super-blocks): lane pair `blk` takes sub-block blk & 7 of
+      // super-block blk >> 3 of the tile (the same sub-block in every tile: a tile is 2 super-blocks),
+      // each lane one half (int8_dot.cuh): two 8-byte loads of low nibbles, two of high bit pairs,
+      // its two scales and d, straight into registers. (H200, the 65,536 × 2048 head staged through
+      // shared memory: 68 µs, 40 % of 4 TB/s, no faster than decoding it to f32.)
+      const int half = lane & 1, blk = lane >> 1, sub = blk & 7;
+      const int ql = detail::q6_k_ql_offset(sub, half), qh = detail::q6_k_qh_offset(sub, half);
+      const int sc = detail::q6_k_scale_offset(sub);
+      detail::Q6KHalf q[R];
+      auto fetch = [&](int64_t tile) {
+        const int64_t b = tile * (S::kTile / 32) + blk;  // the block in the row
+        if (32 * b >= k) return;
+        const int64_t sb = (b >> 3) * Block<T>::kBytes;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const uint8_t* p = rows[r] + sb;
+          const uint2 l0 = ld_stream_u2(p + ql), l1 = ld_stream_u2(p + ql + 16);
+          const uint2 h0 = ld_stream_u2(p + qh), h1 = ld_stream_u2(p + qh + 16);
+          q[r].ql[0][0] = l0.x, q[r].ql[0][1] = l0.y, q[r].ql[1][0] = l1.x, q[r].ql[1][1] = l1.y;
+          q[r].qh[0][0] = h0.x, q[r].qh[0][1] = h0.y, q[r].qh[1][0] = h1.x, q[r].qh[1][1] = h1.y;
+          q[r].scales = __ldg(reinterpret_cast<const unsigned short*>(p + sc));
+          q[r].d = __ldg(reinterpret_cast<const unsigned short*>(p + detail::kQ6KDOffset));
+        }
+      };
+      if (!f.early_weights) wait_for_inputs();
+      if (warp < n_tiles) fetch(warp);
+      wait_for_inputs();
+      for (int64_t tile = warp; tile < n_tiles; tile += n_warps) {
+        if (tile != warp) fetch(tile);
+        const int64_t e = tile * S::kTile + 32 * blk;
+        const bool valid = e < k;  // k is a multiple of 256
+        detail::XHalfI8 xq[NX];
+        quantize_x_half<NX, kNorm>(x, x_stride, e, half, valid, x_vec, f.norm_w, ssq, xq);
+        if (valid)
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int t = 0; t < NX; ++t)
+              acc[r][t] = fmaf(float(detail::q6_k_half_dot(q[r], sub, xq[t])),
+                               __fmul_rn(detail::h2f(q[r].d), xq[t].d), acc[r][t]);
       }
     } else {
       using B = Block<T>;
@@ -709,9 +754,9 @@ void launch(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const fl
     }
   }
   if constexpr (detail::kHasInt8Dot<T>) {
-    // Direct Q4_0 loads need 8-byte aligned rows (the backend's are 16-aligned); others decode to f32.
-    const bool aligned =
-        !kDirectQ4_0<T, true> || (reinterpret_cast<uintptr_t>(w) % 8 == 0 && row_bytes % 8 == 0);
+    // Direct Q4_0 / Q6_K loads need 8-byte aligned rows (the backend's are 16-aligned); others decode to f32.
+    const bool aligned = !(kDirectQ4_0<T, true> || kDirectQ6_K<T, true>) ||
+                         (reinterpret_cast<uintptr_t>(w) % 8 == 0 && row_bytes % 8 == 0);
     if (matvec_int8_enabled() && aligned)
       return launch_rows<T, true>(w, n_rows, k, row_bytes, x, x_stride, n_x_rows, y, y_stride, stream, f);
   }

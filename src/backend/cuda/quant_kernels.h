@@ -23,10 +23,13 @@ bool supports_weight_type(GgmlType type);
 // Weights live on the GPU in their GGML formats except Q4_0, whose rows are repacked into
 // super-blocks of 8 blocks, [8 f16 scales][8 × 16 bytes of nibbles] (the same 144 bytes; a row's last
 // super-block zero-padded), so that a lane loads a block's nibbles with one aligned load
-// (device_layout.cpp; docs/BENCHMARKS.md, "A GPU layout for Q4_0"). Every kernel here reads that
-// layout; device_row_bytes / to_device_layout make it from GGML rows (the backend's upload, tests).
+// (device_layout.cpp; docs/BENCHMARKS.md, "A GPU layout for Q4_0"), and Q6_K, whose 210-byte
+// super-blocks get 6 zero bytes each, so that its lanes load their bytes with 8-byte loads too.
+// Every kernel here reads that layout; device_row_bytes / to_device_layout make it from GGML rows
+// (the backend's upload, tests).
 size_t device_row_bytes(GgmlType type, int64_t k);
-// Whether `type` keeps its stored GGML layout on the GPU (every type but Q4_0): its rows upload as is.
+// Whether `type` keeps its stored GGML layout on the GPU (every type but Q4_0 and Q6_K): its rows
+// upload as is.
 bool keeps_stored_layout(GgmlType type);
 // n_rows GGML rows of k elements (src_row_bytes apart) into device-layout rows dst_row_bytes apart
 // (≥ device_row_bytes); bytes of a dst row past device_row_bytes are left as they are.
