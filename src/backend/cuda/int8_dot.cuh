@@ -115,7 +115,7 @@ __device__ __forceinline__ int half_dot<GgmlType::Q8_0>(const uint8_t* b, int ha
 // tile (tile: its first byte) times x to acc. Q8_0: one f16 scale per block.
 template <GgmlType T>
 struct HalfBlockI8 {
-  static_assert(T == GgmlType::Q8_0, "Q4_0 and Q6_K take the direct path; Q4_K has its own");
+  static_assert(T == GgmlType::Q8_0, "Q4_0 and Q6_K take the direct paths; Q4_K has its own");
   __device__ static __forceinline__ void add(const uint8_t* tile, int blk, int half, const XHalfI8& x, float& acc) {
     const uint8_t* b = tile + blk * Block<T>::kBytes;
     acc = fmaf(float(half_dot<T>(b, half, x)), __fmul_rn(h2f(ld16(b)), x.d), acc);
@@ -148,38 +148,55 @@ struct HalfBlockI8<GgmlType::Q4_K> {
   }
 };
 
+// Weights read straight into registers (matvec.cu; for rows whose super-blocks are 8-byte
+// aligned on the GPU): DirectHalf<T>::load(sb, s, half) fetches this lane's bytes of sub-block s of
+// the super-block at sb, add(w, s, x, acc) adds its half block times x. Streamed once, so the loads
+// skip L1 (x stays there).
+__device__ __forceinline__ uint2 ld_stream_u2(const uint8_t* p) {  // p 8-byte aligned
+  uint2 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  return v;
+}
+template <GgmlType T>
+struct DirectHalf;
+
 // Q6_K: 32-element sub-block s = 4n + qr of a 256-element super-block (GGML's 210 bytes: 128 bytes
 // of low nibbles ql, 64 of high bit pairs qh, 16 int8 scales, f16 d; on the GPU padded to 216,
-// dequant_block.cuh). Element j of it is the 6-bit level (nibble qr >> 1 of
-// ql[64n + 32(qr & 1) + j]) | (bits 2qr.. of qh[32n + j]) << 4, minus 32, times
-// d·scale[8n + 2qr + j / 16] (dequant_block.cuh's arithmetic). A lane's half holds elements
-// 8h..8h+7 (the first scale) and 16+8h..16+8h+7 (the second).
-struct Q6KHalf {
-  uint32_t ql[2][2], qh[2][2];  // [run][word]: bytes 8h.. and 16 + 8h.. of the sub-block's ql / qh rows
-  uint32_t scales;              // the sub-block's two int8 scales (bytes 0 and 1)
-  uint32_t d;                   // f16 bits
-};
-// Where a lane's bytes of sub-block s lie in its super-block.
-__device__ __forceinline__ int q6_k_ql_offset(int s, int half) { return 64 * (s >> 2) + 32 * (s & 1) + 8 * half; }
-__device__ __forceinline__ int q6_k_qh_offset(int s, int half) { return 128 + 32 * (s >> 2) + 8 * half; }
-__device__ __forceinline__ int q6_k_scale_offset(int s) { return 192 + 8 * (s >> 2) + 2 * (s & 3); }
-constexpr int kQ6KDOffset = 208;
-
-// sc0·(Σ level·q - 32·Σq) over the first run plus the same with sc1 over the second: the half's
-// dot product in units of d·d_x, exact (|·| < 2^23).
-__device__ __forceinline__ int q6_k_half_dot(const Q6KHalf& w, int s, const XHalfI8& x) {
-  const int qr = s & 3, sh = 4 * (qr >> 1), hsh = 2 * qr;
-  int dot[2] = {0, 0};
+// dequant_block.cuh, so that every super-block is 8-byte aligned). Element j of it is the 6-bit
+// level (nibble qr >> 1 of ql[64n + 32(qr & 1) + j]) | (bits 2qr.. of qh[32n + j]) << 4, minus
+// 32, times d·scale[8n + 2qr + j / 16] (dequant_block.cuh's arithmetic). A lane's half holds
+// elements 8h..8h+7 (the first scale) and 16+8h..16+8h+7 (the second), so its integer sum
+// sc0·(Σ level·q - 32·Σq) over the first run plus the same with sc1 over the second is exact
+// (|·| < 2^23), and the half adds it times d·d_x.
+template <>
+struct DirectHalf<GgmlType::Q6_K> {
+  uint2 ql[2], qh[2];  // [run]: bytes 8h.. and 16 + 8h.. of the sub-block's ql / qh rows
+  uint32_t scales;     // the sub-block's two int8 scales (bytes 0 and 1)
+  uint32_t d;          // f16 bits
+  __device__ static __forceinline__ DirectHalf load(const uint8_t* sb, int s, int half) {
+    DirectHalf w;
+    const uint8_t* ql = sb + 64 * (s >> 2) + 32 * (s & 1) + 8 * half;
+    const uint8_t* qh = sb + 128 + 32 * (s >> 2) + 8 * half;
+    w.ql[0] = ld_stream_u2(ql), w.ql[1] = ld_stream_u2(ql + 16);
+    w.qh[0] = ld_stream_u2(qh), w.qh[1] = ld_stream_u2(qh + 16);
+    w.scales = __ldg(reinterpret_cast<const unsigned short*>(sb + 192 + 8 * (s >> 2) + 2 * (s & 3)));
+    w.d = __ldg(reinterpret_cast<const unsigned short*>(sb + 208));
+    return w;
+  }
+  __device__ static __forceinline__ void add(const DirectHalf& w, int s, const XHalfI8& x, float& acc) {
+    const int qr = s & 3, sh = 4 * (qr >> 1), hsh = 2 * qr;
+    int dot[2];
 #pragma unroll
-  for (int run = 0; run < 2; ++run)
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {  // levels 0..63: positive as signed bytes
-      const uint32_t level = ((w.ql[run][i] >> sh) & 0x0F0F0F0Fu) | ((w.qh[run][i] >> hsh) & 0x03030303u) << 4;
-      dot[run] = __dp4a(int(level), int(x.q[2 * run + i]), dot[run]);
+    for (int run = 0; run < 2; ++run) {  // levels 0..63: positive as signed bytes
+      const uint32_t l0 = ((w.ql[run].x >> sh) & 0x0F0F0F0Fu) | ((w.qh[run].x >> hsh) & 0x03030303u) << 4;
+      const uint32_t l1 = ((w.ql[run].y >> sh) & 0x0F0F0F0Fu) | ((w.qh[run].y >> hsh) & 0x03030303u) << 4;
+      dot[run] = __dp4a(int(l1), int(x.q[2 * run + 1]), __dp4a(int(l0), int(x.q[2 * run]), 0));
     }
-  const int sum0 = __dp4a(int(x.q[0]), 0x01010101, __dp4a(int(x.q[1]), 0x01010101, 0));
-  const int sc0 = int(static_cast<int8_t>(w.scales & 0xFFu)), sc1 = int(static_cast<int8_t>((w.scales >> 8) & 0xFFu));
-  return sc0 * (dot[0] - 32 * sum0) + sc1 * (dot[1] - 32 * (x.sum - sum0));
-}
+    const int sum0 = __dp4a(int(x.q[0]), 0x01010101, __dp4a(int(x.q[1]), 0x01010101, 0));
+    const int sc0 = int(static_cast<int8_t>(w.scales & 0xFFu)), sc1 = int(static_cast<int8_t>((w.scales >> 8) & 0xFFu));
+    const int isum = sc0 * (dot[0] - 32 * sum0) + sc1 * (dot[1] - 32 * (x.sum - sum0));
+    acc = fmaf(float(isum), __fmul_rn(h2f(w.d), x.d), acc);
+  }
+};
 
 }  // namespace cera::cuda::detail

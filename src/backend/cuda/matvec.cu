@@ -15,8 +15,8 @@
 //    reused for all R rows from registers, which keeps L1 traffic below the weight stream's;
 //  * per chunk the lane sums q_j * x_j and applies scale (and bias * Σx) once: 1 FMA per element;
 //    Q4_0 / Q8_0 / Q4_K / Q6_K instead round x to int8 (int8_dot.cuh): a lane pair takes a 32-element
-//    block of the tile, its integer dot products (dp4a) scaled once per half block; Q4_0's lanes
-//    load their nibbles and scales straight into registers (no stage);
+//    block of the tile, its integer dot products (dp4a) scaled once per half block; the lanes of
+//    Q4_0 and Q6_K load their bytes straight into registers (no stage);
 //  * lanes reduce with shuffles, warps through shared memory, in a fixed order (deterministic).
 // Fusions (MatvecFusion): the norm costs no pass of its own. W·(norm_w ⊙ x / rms(x)) is
 // (W·(norm_w ⊙ x)) / rms(x), so each x slice is multiplied by norm_w as it is loaded, Σx² is summed
@@ -85,15 +85,17 @@ struct Stage {  // geometry of one row's staged tile (quant types)
 };
 
 // Q4_0 and Q6_K with int8 activations read their GPU layouts straight into registers (no stage;
-// rows that are not 8-byte aligned decode to f32 instead).
+// rows that are not 8-byte aligned decode to f32 instead). Q4_0 has its own path; Q6_K takes
+// detail::DirectHalf. (Q4_K through DirectHalf, its 144-byte super-blocks being 16-byte aligned as
+// stored, measured slower than staged: H200 LFM2-1.2B Q4_K_M `--parallel 1` 1,365 -> 1,154.)
 template <GgmlType T, bool kI8>
 inline constexpr bool kDirectQ4_0 = kI8 && T == GgmlType::Q4_0;
 template <GgmlType T, bool kI8>
-inline constexpr bool kDirectQ6_K = kI8 && T == GgmlType::Q6_K;
+inline constexpr bool kDirectK = kI8 && T == GgmlType::Q6_K;
 
 template <GgmlType T, int kTile, bool kI8>
 constexpr int stage_slot() {  // staged bytes per row; float rows and direct loads are not staged
-  if constexpr (kIsFloat<T> || kDirectQ4_0<T, kI8> || kDirectQ6_K<T, kI8>) return 0;
+  if constexpr (kIsFloat<T> || kDirectQ4_0<T, kI8> || kDirectK<T, kI8>) return 0;
   else return Stage<T, kTile>::kSlot;
 }
 
@@ -103,11 +105,6 @@ __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
-  return v;
-}
-__device__ __forceinline__ uint2 ld_stream_u2(const uint8_t* p) {  // p 8-byte aligned
-  uint2 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
   return v;
 }
 
@@ -376,7 +373,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
         const int s = int(b & 7);
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-          nib[r] = ld_stream_u2(rows[r] + sb + 16 + 16 * s + 8 * half);
+          nib[r] = detail::ld_stream_u2(rows[r] + sb + 16 + 16 * s + 8 * half);
           scale[r] = __ldg(reinterpret_cast<const unsigned short*>(rows[r] + sb) + s);
         }
       };
@@ -397,30 +394,21 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
               acc[r][t] = fmaf(float(detail::q4_0_half_dot(nib[r], xq[t])),
                                __fmul_rn(detail::h2f(scale[r]), xq[t].d), acc[r][t]);
       }
-    } else if constexpr (kDirectQ6_K<T, kI8>) {
-      // Q6_K in its GPU layout (216-byte super-blocks): lane pair `blk` takes sub-block blk & 7 of
-      // super-block blk >> 3 of the tile (the same sub-block in every tile: a tile is 2 super-blocks),
-      // each lane one half (int8_dot.cuh): two 8-byte loads of low nibbles, two of high bit pairs,
-      // its two scales and d, straight into registers. (H200, the 65,536 × 2048 head staged through
-      // shared memory: 68 µs, 40 % of 4 TB/s, no faster than decoding it to f32.)
+    } else if constexpr (kDirectK<T, kI8>) {
+      // Q6_K (216-byte super-blocks on the GPU): lane pair `blk` takes sub-block blk & 7 of
+      // super-block blk >> 3 of the tile (the same sub-block in every tile: a tile is 2
+      // super-blocks), each lane one half (int8_dot.cuh), its bytes straight into registers. (H200,
+      // the 65,536 × 2048 head through shared memory: 68 µs, 40 % of 4 TB/s, no faster than
+      // decoding to f32; direct 50 µs.)
+      using D = detail::DirectHalf<T>;
       const int half = lane & 1, blk = lane >> 1, sub = blk & 7;
-      const int ql = detail::q6_k_ql_offset(sub, half), qh = detail::q6_k_qh_offset(sub, half);
-      const int sc = detail::q6_k_scale_offset(sub);
-      detail::Q6KHalf q[R];
+      D q[R];
       auto fetch = [&](int64_t tile) {
         const int64_t b = tile * (S::kTile / 32) + blk;  // the block in the row
         if (32 * b >= k) return;
         const int64_t sb = (b >> 3) * Block<T>::kBytes;
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-          const uint8_t* p = rows[r] + sb;
-          const uint2 l0 = ld_stream_u2(p + ql), l1 = ld_stream_u2(p + ql + 16);
-          const uint2 h0 = ld_stream_u2(p + qh), h1 = ld_stream_u2(p + qh + 16);
-          q[r].ql[0][0] = l0.x, q[r].ql[0][1] = l0.y, q[r].ql[1][0] = l1.x, q[r].ql[1][1] = l1.y;
-          q[r].qh[0][0] = h0.x, q[r].qh[0][1] = h0.y, q[r].qh[1][0] = h1.x, q[r].qh[1][1] = h1.y;
-          q[r].scales = __ldg(reinterpret_cast<const unsigned short*>(p + sc));
-          q[r].d = __ldg(reinterpret_cast<const unsigned short*>(p + detail::kQ6KDOffset));
-        }
+        for (int r = 0; r < R; ++r) q[r] = D::load(rows[r] + sb, sub, half);
       };
       if (!f.early_weights) wait_for_inputs();
       if (warp < n_tiles) fetch(warp);
@@ -435,9 +423,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
 #pragma unroll
           for (int r = 0; r < R; ++r)
 #pragma unroll
-            for (int t = 0; t < NX; ++t)
-              acc[r][t] = fmaf(float(detail::q6_k_half_dot(q[r], sub, xq[t])),
-                               __fmul_rn(detail::h2f(q[r].d), xq[t].d), acc[r][t]);
+            for (int t = 0; t < NX; ++t) D::add(q[r], sub, xq[t], acc[r][t]);
       }
     } else {
       using B = Block<T>;
@@ -754,8 +740,8 @@ void launch(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const fl
     }
   }
   if constexpr (detail::kHasInt8Dot<T>) {
-    // Direct Q4_0 / Q6_K loads need 8-byte aligned rows (the backend's are 16-aligned); others decode to f32.
-    const bool aligned = !(kDirectQ4_0<T, true> || kDirectQ6_K<T, true>) ||
+    // Direct loads need 8-byte aligned rows (the backend's are 16-aligned); others decode to f32.
+    const bool aligned = !(kDirectQ4_0<T, true> || kDirectK<T, true>) ||
                          (reinterpret_cast<uintptr_t>(w) % 8 == 0 && row_bytes % 8 == 0);
     if (matvec_int8_enabled() && aligned)
       return launch_rows<T, true>(w, n_rows, k, row_bytes, x, x_stride, n_x_rows, y, y_stride, stream, f);
