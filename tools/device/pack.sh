@@ -7,10 +7,18 @@ part=${1:-lfm2}
 fx=${CERA_FIXTURES:-../shared/fixtures}
 rm -rf .device && mkdir -p .device/bin .device/lib .device/fixtures/models .device/tools
 bd=${CERA_BUILD:-build}  # the build folder to take the binaries from
-for b in $bd/cera $bd/cera-synth $bd/tests/test_backend_cuda; do
-  strip -o ".device/bin/$(basename "$b")" "$b"
+# CERA_PACK_BINS: which of the build's binaries travel (a bench-only call can leave the ~10 MB test
+# binary behind; bench/cera_bench_cuda_matvec can be added).
+for b in ${CERA_PACK_BINS:-cera cera-synth tests/test_backend_cuda}; do
+  strip -o ".device/bin/$(basename "$b")" "$bd/$b"
   xz -T2 -6 ".device/bin/$(basename "$b")"
 done
+# CERA_PACK_OLD=path/to/cera: an older build for ab.sh to compare against (.device/old/cera.xz).
+if [ -n "${CERA_PACK_OLD:-}" ]; then
+  mkdir -p .device/old
+  strip -o .device/old/cera "$CERA_PACK_OLD"
+  xz -T2 -6 .device/old/cera
+fi
 cp -L /lib/x86_64-linux-gnu/libpcre2-8.so.0 /lib/x86_64-linux-gnu/libutf8proc.so.2 .device/lib/
 cp ../shared/tools/device/*.py .device/tools/
 case "$part" in
