@@ -520,14 +520,6 @@ __device__ void merge_warps(WarpParts<kMaxHd, W, H>& sm, const float (&m)[H], co
   }
 }
 
-// The trigger alone (pdl.h's pdl_launch_dependents also records the block's start in trace builds):
-// the fused decode layer lets the next kernel launch only once its own inputs have arrived.
-__device__ __forceinline__ void trigger_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" :::);
-#endif
-}
-
 template <int kMaxHd, bool kCluster>
 __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
     decode_fused_kernel(KvLayer kv, StepView step, DecodeQkv in, AttentionShape sh, int32_t group, int32_t head_chunks,
@@ -557,7 +549,7 @@ __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
   constexpr int32_t kKeys = kFusedKeysPerSplit<kMaxHd>;
   const int32_t n_split = min(int32_t(gridDim.z), (n_keys + kKeys - 1) / kKeys);
   if (split >= n_split) {  // block-uniform: no barrier below is skipped by part of a block
-    trigger_dependents();
+    pdl_trigger_dependents();
     pdl_wait();
     if (kCluster && n_split > 1) cluster_sync_all(), cluster_sync_all();  // the cluster's two barriers below
     return;
@@ -575,7 +567,7 @@ __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
       norm_lane<kMaxHd / 64>(warp < nh ? in.q_norm : warp == W - 1 ? in.k_norm : nullptr, hd);
   trace::trace_mark(4);  // the preamble issued (angles computed; key loads may be in flight)
   pdl_wait();
-  trigger_dependents();
+  pdl_trigger_dependents();
 
   // The block's q heads and the token's k head, normalised and rotated, and its v head.
   for (int32_t g = warp; g < nh; g += W) {

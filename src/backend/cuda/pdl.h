@@ -28,11 +28,17 @@ __device__ __forceinline__ void pdl_wait() {
   trace::trace_block_waited();
 }
 
-__device__ __forceinline__ void pdl_launch_dependents() {
-  trace::trace_block_started();
+// The trigger alone, for a kernel that lets the next one launch later than its start (it must
+// still call trace::trace_block_started() first, as pdl_launch_dependents does).
+__device__ __forceinline__ void pdl_trigger_dependents() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
+}
+
+__device__ __forceinline__ void pdl_launch_dependents() {
+  trace::trace_block_started();
+  pdl_trigger_dependents();
 }
 
 #endif
