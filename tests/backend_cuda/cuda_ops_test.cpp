@@ -301,6 +301,20 @@ struct AttentionRig {
     return {b.weight(1, hd, random_floats(size_t(hd), seed, 0.5f, 1.5f)),
             b.weight(1, hd, random_floats(size_t(hd), seed + 1, 0.5f, 1.5f))};
   }
+  // Attention layer 0 of step st on both backends, without q/k norms: through the fused decode
+  // layer (qk_norm_rope_attention) or the two ops it replaces (qk_norm_rope, then attention).
+  void attend(const test::Step& st, const Rows& r, bool fused) {
+    b.both([&](Backend& be, bool g) {
+      be.set_step(st.in);
+      if (fused) {
+        be.qk_norm_rope_attention(0, g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, g ? r.v.g : r.v.c, nullptr, nullptr, 1e-6f,
+                                  ap, rope, g ? r.out.g : r.out.c);
+        return;
+      }
+      be.qk_norm_rope(g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, nullptr, nullptr, 1e-6f, ap, rope);
+      be.attention(0, g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, g ? r.v.g : r.v.c, g ? r.out.g : r.out.c, ap);
+    });
+  }
   // Random q, k, v for T tokens (seeds seed, seed+1, seed+2), on both backends.
   Rows random_step(int64_t T, uint32_t& seed) {
     const Rows r = rows(T);
@@ -432,16 +446,7 @@ TEST_P(CudaAttention, LongPromptMatchesCpu) {
     const test::Step st(seqs);
     const int64_t T = st.n_tokens();
     const AttentionRig::Rows r = rig.random_step(T, seed);
-    b.both([&](Backend& be, bool g) {
-      be.set_step(st.in);
-      if (step >= 2) {
-        be.qk_norm_rope_attention(0, g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, g ? r.v.g : r.v.c, nullptr, nullptr, 1e-6f,
-                                  rig.ap, rig.rope, g ? r.out.g : r.out.c);
-        return;
-      }
-      be.qk_norm_rope(g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, nullptr, nullptr, 1e-6f, rig.ap, rig.rope);
-      be.attention(0, g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, g ? r.v.g : r.v.c, g ? r.out.g : r.out.c, rig.ap);
-    });
+    rig.attend(st, r, step >= 2);
     EXPECT_LE(b.diff(r.out), 2e-5) << "attention output, step " << step << " (T=" << T << ")";
     for (auto& s : seqs) {
       s.n_past += s.n_tokens;
@@ -469,16 +474,7 @@ TEST_P(CudaAttention, DecodeClusterSizesMatchCpu) {
     seqs[0].n_tokens = n;
     const test::Step st(seqs);
     const AttentionRig::Rows r = rig.random_step(n, seed);
-    b.both([&](Backend& be, bool g) {
-      be.set_step(st.in);
-      if (n == 1) {
-        be.qk_norm_rope_attention(0, g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, g ? r.v.g : r.v.c, nullptr, nullptr, 1e-6f,
-                                  rig.ap, rig.rope, g ? r.out.g : r.out.c);
-        return;
-      }
-      be.qk_norm_rope(g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, nullptr, nullptr, 1e-6f, rig.ap, rig.rope);
-      be.attention(0, g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, g ? r.v.g : r.v.c, g ? r.out.g : r.out.c, rig.ap);
-    });
+    rig.attend(st, r, n == 1);
     EXPECT_LE(b.diff(r.out), 2e-5) << "attention output, " << n << " tokens after " << seqs[0].n_past;
     seqs[0].n_past += n;
   }
