@@ -8,6 +8,8 @@
 # or anything `cera quantize` takes. Default: lfm2-1.2b:BF16 lfm2-1.2b:Q4_0 qwen3-0.6b:BF16
 # llama-3.2-1b:BF16. Models are kept in /tmp/ab between calls to a warm machine.
 set -uo pipefail
+# `source ab.sh --functions-only` (sweep.sh): define model and tg, run nothing.
+if [ "${1:-}" != "--functions-only" ]; then
 out=${1:?out dir}; shift
 models=("$@")
 [ ${#models[@]} -gt 0 ] || models=(lfm2-1.2b:BF16 lfm2-1.2b:Q4_0 qwen3-0.6b:BF16 llama-3.2-1b:BF16)
@@ -15,9 +17,11 @@ cd "$(dirname "$0")/../.."
 eval "$(tools/device/setup.sh 2>/dev/null | tail -1)"
 [ -f .device/old/cera.xz ] || { echo "no .device/old/cera.xz: pack with CERA_PACK_OLD=..." >&2; exit 2; }
 mkdir -p /tmp/ab/old && xz -dc .device/old/cera.xz > /tmp/ab/old/cera && chmod +x /tmp/ab/old/cera
+fi
 
 model() {  # SHAPE TYPE -> the GGUF's path, made once
   local shape=$1 type=$2 bf16=/tmp/ab/$1-BF16.gguf
+  mkdir -p /tmp/ab
   if [ ! -f "$bf16" ]; then
     case "$shape" in
       lfm2-*) timeout 120 cera-synth --shape "$shape" --type bf16 -o "$bf16" >/dev/null 2>&1 ;;
@@ -38,6 +42,7 @@ tg() {
   b=$(grep -E '\| tg128 x1 seqs \|' <<<"$rows" | cut -d'|' -f7)
   echo "tg128 ${a:-?} | --parallel 1 ${b:-?}"
 }
+[ "${1:-}" = "--functions-only" ] && return 0
 for spec in "${models[@]}"; do
   m=$(model "${spec%%:*}" "${spec##*:}")
   [ -f "$m" ] || { echo "$spec: could not make the model" | tee -a "$out/ab.log"; continue; }
