@@ -324,6 +324,34 @@ TEST(MatvecInt8, LargeMatrices) {
   }
 }
 
+// Q4_0 products of one x row too large for one wave of 8-row blocks take 16-row blocks of 2 warps
+// where those fit in one (matvec.cu, launch_wide; on the H200 the [gate; up] of LFM2-1.2B and
+// Llama-3.2-1B, 16,384 × 2048, and the 16,001-row matrices here, whose last block has one row):
+// each against the exact reference, with the wide blocks and without (CERA_CUDA_MATVEC_WIDE=0).
+// A GPU of another SM count may take either launch for either; both are checked either way.
+TEST(MatvecInt8, WideRowBlocksMatchReference) {
+  CERA_REQUIRE_CUDA();
+  test::MatvecInt8Scope on(true);  // whatever the environment says
+  const Case cases[] = {
+      {GgmlType::Q4_0, 2 * 8192, 2048, 0, 1, Out::SwiGLU, true},
+      {GgmlType::Q4_0, 16001, 2048, 0, 1, Out::Store, false},
+      {GgmlType::Q4_0, 16001, 2048, 16, 1, Out::Accumulate, true},
+  };
+  uint32_t seed = 3000;
+  for (const Case& c : cases) {
+    const Weights w = make_weights(c.type, c.n_rows, c.k, c.pad, seed++);
+    DevBuf dw(w.bytes.size());
+    ASSERT_TRUE(dw.p);
+    CERA_CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
+    const int64_t n_out = c.mode == Out::SwiGLU ? c.n_rows / 2 : c.n_rows;
+    for (const char* wide : {static_cast<const char*>(nullptr), "0"}) {
+      const test::ScopedEnv env("CERA_CUDA_MATVEC_WIDE", wide);
+      EXPECT_EQ(run_case(c, w, dw, seed), n_out * c.nx) << describe(c) << (wide ? ", usual blocks" : "");
+    }
+    ++seed;
+  }
+}
+
 // The same launch twice gives bit-identical results (fixed reduction order, no atomics).
 TEST(MatvecInt8, Deterministic) {
   CERA_REQUIRE_CUDA();

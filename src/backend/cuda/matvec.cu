@@ -31,7 +31,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/dequant_block.cuh"
@@ -70,7 +74,8 @@ struct MatvecShape {
   // rows, so each x slice (f32, the largest L1 traffic of a quant tile) serves 8 rows (H200,
   // LFM2-1.2B Q4_0 [gate; up] alone: 13.1 µs against 15.9 decoded to f32). A lane pair shares a
   // block: a lane owning a whole block of 8 rows took ~230 registers and ran decode 10 % slower.
-  // (launch_rows takes 4 int8 rows for matrices too small for one block of 8 per SM.)
+  // (launch_rows takes 4 int8 rows for matrices too small for one block of 8 per SM, and 16 Q4_0
+  // rows where that fits a large product in one wave: launch_wide.)
   static constexpr int kRows = !kFloat && !kI8 ? 4 : NX <= 2 ? 8 : NX <= 4 ? 4 : 2;
   static_assert(kRows != kConvRows, "the kernel tells the short-conv launch by its row count");
   static constexpr int kChunksPerLane = kFloat ? 1 : 2;  // 8-element chunks per lane per row per tile
@@ -655,16 +660,24 @@ int sm_count() { return current_device_attribute(cudaDevAttrMultiProcessorCount)
 template <GgmlType T, bool kI8>
 inline constexpr int64_t kWarpsPerSm = T == GgmlType::Q8_0 && kI8 ? 12 : 24;
 
-template <GgmlType T, int NX, int R, bool kI8 = false>
-void launch_nx(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const float* x, int64_t x_stride,
-               float* y, int64_t y_stride, cudaStream_t stream, const Fusion& f) {
+// A product's launch: `blocks` blocks of `warps` warps, each with `smem` bytes of shared memory.
+struct MatvecLaunch {
+  int64_t blocks;
+  int warps;
+  size_t smem;
+};
+
+// The launch of R rows per block. `warps` > 0 fixes the warps per block (at most one per tile).
+template <GgmlType T, int NX, int R, bool kI8>
+MatvecLaunch plan_nx(int64_t n_rows, int64_t k, int parts, int warps_wanted = 0) {
   using S = MatvecShape<T, NX, kI8>;
   const int64_t n_tiles = (k + S::kTile - 1) / S::kTile;
-  const int parts = stacked_parts(f.out);
   const int64_t out_per_group = R / parts;
   const int64_t blocks = (n_rows / parts + out_per_group - 1) / out_per_group;
   int warps = int(std::clamp<int64_t>(n_tiles, 1, kMaxWarps));
-  if (!S::kFloat) {
+  if (warps_wanted > 0) {
+    warps = std::min(warps, warps_wanted);
+  } else if (!S::kFloat) {
     // Quant rows pipeline their tiles, which pays only when a warp has several: split k over the
     // fewest warps (a power of two) that still give every SM ~kWarpsPerSm warps.
     const int64_t want = int64_t(sm_count()) * kWarpsPerSm<T, kI8>;
@@ -673,10 +686,69 @@ void launch_nx(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const
     warps = std::min(wq, warps);
   }
   const size_t smem = size_t(warps) * (R * (NX * sizeof(float) + stage_slot<T, S::kTile, kI8>()) + NX * sizeof(float));
+  return {blocks, warps, smem};
+}
+
+template <GgmlType T, int NX, int R, bool kI8>
+auto matvec_kernel_for(const Fusion& f) {
+  return f.norm_w ? matvec_kernel<T, NX, true, R, kI8> : matvec_kernel<T, NX, false, R, kI8>;
+}
+
+// How many blocks of `kernel` launched as `plan` the device holds at once (cached per shape).
+template <class Kernel>
+int64_t resident_blocks(Kernel kernel, const MatvecLaunch& plan) {
+  static std::mutex mutex;
+  static std::map<std::tuple<const void*, int, size_t, int>, int64_t> known;
+  int dev = 0;
+  CERA_CUDA_CHECK(cudaGetDevice(&dev));
+  const auto key = std::make_tuple(reinterpret_cast<const void*>(kernel), plan.warps, plan.smem, dev);
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (const auto it = known.find(key); it != known.end()) return it->second;
+  int per_sm = 0;
+  CERA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, plan.warps * 32, plan.smem));
+  return known[key] = int64_t(per_sm) * sm_count();
+}
+
+template <GgmlType T, int NX, int R, bool kI8 = false>
+void launch_nx(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const float* x, int64_t x_stride,
+               float* y, int64_t y_stride, cudaStream_t stream, const Fusion& f,
+               const MatvecLaunch* planned = nullptr) {
+  const MatvecLaunch plan = planned ? *planned : plan_nx<T, NX, R, kI8>(n_rows, k, stacked_parts(f.out));
   const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && x_stride % 4 == 0;
-  auto kernel = f.norm_w ? matvec_kernel<T, NX, true, R, kI8> : matvec_kernel<T, NX, false, R, kI8>;
-  launch_pdl(kernel, dim3(unsigned(blocks)), dim3(unsigned(warps * 32)), smem, stream,
-             static_cast<const uint8_t*>(w), n_rows, k, row_bytes, x, x_stride, x_vec, y, y_stride, f);
+  launch_pdl(matvec_kernel_for<T, NX, R, kI8>(f), dim3(unsigned(plan.blocks)), dim3(unsigned(plan.warps * 32)),
+             plan.smem, stream, static_cast<const uint8_t*>(w), n_rows, k, row_bytes, x, x_stride, x_vec, y, y_stride,
+             f);
+}
+
+// Q4_0 with int8 activations, one row of x: blocks of 16 rows and 2 warps when the usual 8-row
+// launch would take more than one wave of blocks and this one fits in one. The blocks of a second
+// wave request their weights only once blocks of the first have left, so such a product pays for
+// two rounds of latency (H200: the LFM2-1.2B and Llama-3.2-1B [gate; up], 16,384 × 2048: 2,048
+// blocks of 8 rows, 1,584 resident; 1,024 blocks of 16 rows and 2 warps at 128 registers, 1,056
+// resident). Each x slice also serves twice the rows. `--parallel 1` LFM2-1.2B Q4_0 1,942 → 2,195,
+// Llama-3.2-1B Q4_0 1,618 → 1,766 (16 rows of 4 warps, two waves: 2,037 / 1,644; of 1 warp and 4
+// tiles, one wave: 1,893 / 1,575). CERA_CUDA_MATVEC_WIDE=0: never (read per call, for A/B runs).
+template <GgmlType T, bool kI8>
+inline constexpr bool kWideRows = kDirectQ4_0<T, kI8>;
+constexpr int kWideRowCount = 16, kWideWarps = 2;
+
+template <GgmlType T, bool kI8>
+bool launch_wide(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const float* x, int64_t x_stride,
+                 float* y, int64_t y_stride, cudaStream_t stream, const Fusion& f) {
+  if constexpr (!kWideRows<T, kI8>) {
+    return false;
+  } else {
+    const char* e = std::getenv("CERA_CUDA_MATVEC_WIDE");
+    if (e && std::strcmp(e, "0") == 0) return false;
+    const int parts = stacked_parts(f.out);
+    constexpr int R = MatvecShape<T, 1, kI8>::kRows;
+    const MatvecLaunch usual = plan_nx<T, 1, R, kI8>(n_rows, k, parts);
+    if (usual.blocks <= resident_blocks(matvec_kernel_for<T, 1, R, kI8>(f), usual)) return false;
+    const MatvecLaunch wide = plan_nx<T, 1, kWideRowCount, kI8>(n_rows, k, parts, kWideWarps);
+    if (wide.blocks > resident_blocks(matvec_kernel_for<T, 1, kWideRowCount, kI8>(f), wide)) return false;
+    launch_nx<T, 1, kWideRowCount, kI8>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream, f, &wide);
+    return true;
+  }
 }
 
 std::atomic<int>& int8_flag() {
@@ -701,6 +773,7 @@ void launch_rows(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, con
     // H200, tg128: LFM2-1.2B Q4_0 1,395-1,406 with 8 rows everywhere, 1,240-1,256 with 4 for
     // its 2048-row products too (256 blocks of 8); Qwen3-0.6B Q4_0 (k/v, o and down have 1024
     // rows) 917-936 with 8 everywhere against 944-956 decoded to f32.
+    if (n_x_rows == 1 && launch_wide<T, kI8>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream, f)) return;
     const int parts = stacked_parts(f.out);  // not the short conv: handled above
     const int64_t blocks8 = (n_rows / parts + 8 / parts - 1) / (8 / parts);
     if (n_x_rows <= 2 && blocks8 < int64_t(sm_count())) {
