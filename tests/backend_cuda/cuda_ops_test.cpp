@@ -533,15 +533,16 @@ TEST(CudaOps, ShortConvOverSequencesAndStepsMatchesCpu) {
 // of 3 (the GEMM path) and a sequence joining mid-way, so a wrong row triplet, a misread state slot
 // or a state not rolled forward shows up in the following steps' outputs. The same weight kernels
 // either way: only the norm's rounding may differ (as in CudaFused). With F32 weights against the
-// CPU backend too.
-using ConvFusedCase = std::tuple<GgmlType, bool>;
+// CPU backend too. Hidden sizes 512 and 2048 (LFM2-1.2B's, whose float decode launch on the H200
+// halves its warps to fit one wave of blocks: matvec.cu, one_wave_launch).
+using ConvFusedCase = std::tuple<GgmlType, bool, int64_t>;
 class CudaShortConvFused : public ::testing::TestWithParam<ConvFusedCase> {};
 
 TEST_P(CudaShortConvFused, InProjWithConvEpilogueMatchesPlainOps) {
   CERA_REQUIRE_CUDA();
-  const auto [type, fold] = GetParam();
-  // C channels over a hidden size of K: 510 leaves the last block of 4 channels with 2.
-  const int64_t K = 512, C = 510;
+  const auto [type, fold, K] = GetParam();
+  // C channels over a hidden size of K: K - 2 leaves the last block of 4 channels with 2.
+  const int64_t C = K - 2;
   const int32_t Lk = 3;
   CudaBackendOptions o;
   o.use_graphs = false;
@@ -610,10 +611,11 @@ TEST_P(CudaShortConvFused, InProjWithConvEpilogueMatchesPlainOps) {
 INSTANTIATE_TEST_SUITE_P(Types, CudaShortConvFused,
                          ::testing::Combine(::testing::Values(GgmlType::F32, GgmlType::BF16, GgmlType::Q4_0,
                                                               GgmlType::Q6_K),
-                                            ::testing::Bool()),
+                                            ::testing::Bool(), ::testing::Values(int64_t(512), int64_t(2048))),
                          [](const auto& info) {
                            return std::string(ggml_type_name(std::get<0>(info.param))) +
-                                  (std::get<1>(info.param) ? "_norm_in_matvec" : "");
+                                  (std::get<1>(info.param) ? "_norm_in_matvec" : "") + "_k" +
+                                  std::to_string(std::get<2>(info.param));
                          });
 
 }  // namespace

@@ -327,7 +327,7 @@ TEST(MatvecInt8, LargeMatrices) {
 // Q4_0 products of one x row too large for one wave of 8-row blocks take 16-row blocks of 2 warps
 // where those fit in one (matvec.cu, launch_wide; on the H200 the [gate; up] of LFM2-1.2B and
 // Llama-3.2-1B, 16,384 × 2048, and the 16,001-row matrices here, whose last block has one row):
-// each against the exact reference, with the wide blocks and without (CERA_CUDA_MATVEC_WIDE=0).
+// each against the exact reference, with the wide blocks and without (CERA_CUDA_MATVEC_ONE_WAVE=0).
 // A GPU of another SM count may take either launch for either; both are checked either way.
 TEST(MatvecInt8, WideRowBlocksMatchReference) {
   CERA_REQUIRE_CUDA();
@@ -345,7 +345,7 @@ TEST(MatvecInt8, WideRowBlocksMatchReference) {
     CERA_CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
     const int64_t n_out = c.mode == Out::SwiGLU ? c.n_rows / 2 : c.n_rows;
     for (const char* wide : {static_cast<const char*>(nullptr), "0"}) {
-      const test::ScopedEnv env("CERA_CUDA_MATVEC_WIDE", wide);
+      const test::ScopedEnv env("CERA_CUDA_MATVEC_ONE_WAVE", wide);
       EXPECT_EQ(run_case(c, w, dw, seed), n_out * c.nx) << describe(c) << (wide ? ", usual blocks" : "");
     }
     ++seed;

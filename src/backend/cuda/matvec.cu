@@ -720,14 +720,40 @@ void launch_nx(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const
              f);
 }
 
+// The launches below trade the usual shape for one whose blocks all fit the GPU at once, where
+// the usual one needs more than one wave: the blocks of a second wave request their weights only
+// once blocks of the first have left, so such a product pays for two rounds of load latency.
+// CERA_CUDA_MATVEC_ONE_WAVE=0: never (read per call, for A/B runs and tests).
+bool one_wave_enabled() {
+  const char* e = std::getenv("CERA_CUDA_MATVEC_ONE_WAVE");
+  return !(e && std::strcmp(e, "0") == 0);
+}
+
+// The short-conv products (12 rows of [B; C; X] per block): the float ones take 106 registers a
+// thread, so 8-warp blocks (one 256-element tile each, k = 2048) fit 2 to an SM and LFM2-1.2B's 512
+// blocks take two waves. Halving the warps while each takes at most 2 tiles, until the blocks fit
+// in one: 4 warps of 2 tiles, 4 blocks an SM. H200 `--parallel 1` LFM2-1.2B BF16 1,337 -> 1,388
+// (2 warps of 4 tiles: 1,376); the Q4_0 launch (4 warps of 1 tile) already fits.
+template <GgmlType T, int NX, int R, bool kI8>
+MatvecLaunch one_wave_launch(int64_t n_rows, int64_t k, const Fusion& f) {
+  const int parts = stacked_parts(f.out);
+  const MatvecLaunch usual = plan_nx<T, NX, R, kI8>(n_rows, k, parts);
+  const auto kernel = matvec_kernel_for<T, NX, R, kI8>(f);
+  if (!one_wave_enabled() || usual.blocks <= resident_blocks(kernel, usual)) return usual;
+  const int64_t n_tiles = (k + MatvecShape<T, NX, kI8>::kTile - 1) / MatvecShape<T, NX, kI8>::kTile;
+  for (int w = usual.warps / 2; w >= 1 && (n_tiles + w - 1) / w <= 2; w /= 2) {
+    const MatvecLaunch fewer = plan_nx<T, NX, R, kI8>(n_rows, k, parts, w);
+    if (fewer.blocks <= resident_blocks(kernel, fewer)) return fewer;
+  }
+  return usual;
+}
+
 // Q4_0 with int8 activations, one row of x: blocks of 16 rows and 2 warps when the usual 8-row
-// launch would take more than one wave of blocks and this one fits in one. The blocks of a second
-// wave request their weights only once blocks of the first have left, so such a product pays for
-// two rounds of latency (H200: the LFM2-1.2B and Llama-3.2-1B [gate; up], 16,384 × 2048: 2,048
-// blocks of 8 rows, 1,584 resident; 1,024 blocks of 16 rows and 2 warps at 128 registers, 1,056
-// resident). Each x slice also serves twice the rows. `--parallel 1` LFM2-1.2B Q4_0 1,942 → 2,195,
-// Llama-3.2-1B Q4_0 1,618 → 1,766 (16 rows of 4 warps, two waves: 2,037 / 1,644; of 1 warp and 4
-// tiles, one wave: 1,893 / 1,575). CERA_CUDA_MATVEC_WIDE=0: never (read per call, for A/B runs).
+// launch would take more than one wave of blocks and this one fits in one (H200: the LFM2-1.2B and
+// Llama-3.2-1B [gate; up], 16,384 × 2048: 2,048 blocks of 8 rows, 1,584 resident; 1,024 blocks of
+// 16 rows and 2 warps at 128 registers, 1,056 resident). Each x slice also serves twice the rows.
+// `--parallel 1` LFM2-1.2B Q4_0 1,942 → 2,195, Llama-3.2-1B Q4_0 1,618 → 1,766 (16 rows of 4 warps,
+// two waves: 2,037 / 1,644; of 1 warp and 4 tiles, one wave: 1,893 / 1,575).
 template <GgmlType T, bool kI8>
 inline constexpr bool kWideRows = kDirectQ4_0<T, kI8>;
 constexpr int kWideRowCount = 16, kWideWarps = 2;
@@ -738,8 +764,7 @@ bool launch_wide(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, con
   if constexpr (!kWideRows<T, kI8>) {
     return false;
   } else {
-    const char* e = std::getenv("CERA_CUDA_MATVEC_WIDE");
-    if (e && std::strcmp(e, "0") == 0) return false;
+    if (!one_wave_enabled()) return false;
     const int parts = stacked_parts(f.out);
     constexpr int R = MatvecShape<T, 1, kI8>::kRows;
     const MatvecLaunch usual = plan_nx<T, 1, R, kI8>(n_rows, k, parts);
@@ -764,8 +789,10 @@ void launch_rows(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, con
                  int32_t n_x_rows, float* y, int64_t y_stride, cudaStream_t stream, const Fusion& f) {
   if (f.out == int(MatvecFusion::Out::ShortConv)) {
     static_assert(kMaxShortConvMatvecRows == 2);
-    if (n_x_rows == 1)
-      return launch_nx<T, 1, kConvRows, kI8>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream, f);
+    if (n_x_rows == 1) {
+      const MatvecLaunch plan = one_wave_launch<T, 1, kConvRows, kI8>(n_rows, k, f);
+      return launch_nx<T, 1, kConvRows, kI8>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream, f, &plan);
+    }
     return launch_nx<T, 2, kConvRows, kI8>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream, f);
   }
   if constexpr (kI8) {
