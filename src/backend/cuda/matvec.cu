@@ -30,10 +30,12 @@
 // kernels.
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -709,11 +711,38 @@ int64_t resident_blocks(Kernel kernel, const MatvecLaunch& plan) {
   return known[key] = int64_t(per_sm) * sm_count();
 }
 
+// CERA_CUDA_MATVEC_REPORT=1: each distinct decode-product launch once on stderr, with how many
+// waves of resident blocks it takes: where to look for a launch that pays twice for load latency.
+template <class Kernel>
+void report_launch(Kernel kernel, GgmlType type, int nx, int rows_per_block, bool i8, int64_t n_rows, int64_t k,
+                   const Fusion& f, const MatvecLaunch& plan) {
+  static const bool on = [] {
+    const char* v = std::getenv("CERA_CUDA_MATVEC_REPORT");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  if (!on) return;
+  static std::mutex mutex;
+  static std::set<std::tuple<const void*, int64_t, int64_t, int>> seen;
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (!seen.emplace(reinterpret_cast<const void*>(kernel), n_rows, k, plan.warps).second) return;
+  }
+  const int64_t resident = resident_blocks(kernel, plan);
+  std::fprintf(stderr,
+               "cera: matvec %s%s %lld x %lld, %d x rows, out %d%s: %lld blocks of %d rows x %d warps, %lld "
+               "resident (%.2f waves)\n",
+               std::string(ggml_type_name(type)).c_str(), i8 ? " (int8 x)" : "", static_cast<long long>(n_rows),
+               static_cast<long long>(k), nx, f.out, f.norm_w ? " +norm" : "", static_cast<long long>(plan.blocks),
+               rows_per_block, plan.warps, static_cast<long long>(resident),
+               resident > 0 ? double(plan.blocks) / double(resident) : 0.0);
+}
+
 template <GgmlType T, int NX, int R, bool kI8 = false>
 void launch_nx(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const float* x, int64_t x_stride,
                float* y, int64_t y_stride, cudaStream_t stream, const Fusion& f,
                const MatvecLaunch* planned = nullptr) {
   const MatvecLaunch plan = planned ? *planned : plan_nx<T, NX, R, kI8>(n_rows, k, stacked_parts(f.out));
+  report_launch(matvec_kernel_for<T, NX, R, kI8>(f), T, NX, R, kI8, n_rows, k, f, plan);
   const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && x_stride % 4 == 0;
   launch_pdl(matvec_kernel_for<T, NX, R, kI8>(f), dim3(unsigned(plan.blocks)), dim3(unsigned(plan.warps * 32)),
              plan.smem, stream, static_cast<const uint8_t*>(w), n_rows, k, row_bytes, x, x_stride, x_vec, y, y_stride,
