@@ -711,6 +711,12 @@ int64_t resident_blocks(Kernel kernel, const MatvecLaunch& plan) {
   return known[key] = int64_t(per_sm) * sm_count();
 }
 
+// Whether every block of `kernel` launched as `plan` is resident at once.
+template <class Kernel>
+bool fits_one_wave(Kernel kernel, const MatvecLaunch& plan) {
+  return plan.blocks <= resident_blocks(kernel, plan);
+}
+
 // CERA_CUDA_MATVEC_REPORT=1: each distinct decode-product launch once on stderr, with how many
 // waves of resident blocks it takes: where to look for a launch that pays twice for load latency.
 template <class Kernel>
@@ -768,11 +774,11 @@ MatvecLaunch one_wave_launch(int64_t n_rows, int64_t k, const Fusion& f) {
   const int parts = stacked_parts(f.out);
   const MatvecLaunch usual = plan_nx<T, NX, R, kI8>(n_rows, k, parts);
   const auto kernel = matvec_kernel_for<T, NX, R, kI8>(f);
-  if (!one_wave_enabled() || usual.blocks <= resident_blocks(kernel, usual)) return usual;
+  if (!one_wave_enabled() || fits_one_wave(kernel, usual)) return usual;
   const int64_t n_tiles = (k + MatvecShape<T, NX, kI8>::kTile - 1) / MatvecShape<T, NX, kI8>::kTile;
   for (int w = usual.warps / 2; w >= 1 && (n_tiles + w - 1) / w <= 2; w /= 2) {
     const MatvecLaunch fewer = plan_nx<T, NX, R, kI8>(n_rows, k, parts, w);
-    if (fewer.blocks <= resident_blocks(kernel, fewer)) return fewer;
+    if (fits_one_wave(kernel, fewer)) return fewer;
   }
   return usual;
 }
@@ -797,9 +803,9 @@ bool launch_wide(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, con
     const int parts = stacked_parts(f.out);
     constexpr int R = MatvecShape<T, 1, kI8>::kRows;
     const MatvecLaunch usual = plan_nx<T, 1, R, kI8>(n_rows, k, parts);
-    if (usual.blocks <= resident_blocks(matvec_kernel_for<T, 1, R, kI8>(f), usual)) return false;
+    if (fits_one_wave(matvec_kernel_for<T, 1, R, kI8>(f), usual)) return false;
     const MatvecLaunch wide = plan_nx<T, 1, kWideRowCount, kI8>(n_rows, k, parts, kWideWarps);
-    if (wide.blocks > resident_blocks(matvec_kernel_for<T, 1, kWideRowCount, kI8>(f), wide)) return false;
+    if (!fits_one_wave(matvec_kernel_for<T, 1, kWideRowCount, kI8>(f), wide)) return false;
     launch_nx<T, 1, kWideRowCount, kI8>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream, f, &wide);
     return true;
   }
