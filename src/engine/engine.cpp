@@ -221,7 +221,7 @@ void Engine::Impl::advance(std::span<const SeqInput> inputs) {
   for (const SeqInput& in : inputs) sequences->get(in.seq_id).n_past += int32_t(in.tokens.size());
 }
 
-void Engine::Impl::step(std::span<const SeqInput> inputs, std::vector<float>& logits_out, std::vector<float>* hidden_out) {
+void Engine::Impl::step(std::span<const SeqInput> inputs, HostVector<float>& logits_out, std::vector<float>* hidden_out) {
   const Tensor logits = run_step(inputs);
   logits_out.resize(size_t(logits.rows * logits.cols));
   backend->read(logits, logits_out.data());

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/host_memory.h"
 #include "chat/chat_template.h"
 #include "cera/engine.h"
 #include "format/gguf.h"
@@ -46,7 +47,7 @@ struct Engine::Impl {
     bool all_logits;  // else only the last token's
   };
   // With hidden_out, also the output rows' final-norm hidden states, [n_outputs, n_embd].
-  void step(std::span<const SeqInput> inputs, std::vector<float>& logits_out, std::vector<float>* hidden_out = nullptr);
+  void step(std::span<const SeqInput> inputs, HostVector<float>& logits_out, std::vector<float>* hidden_out = nullptr);
   // The same step, but only the argmax of each output row comes back (computed by the backend).
   void step_argmax(std::span<const SeqInput> inputs, std::vector<int32_t>& argmax_out);
   // The same step, but only each output row's k largest logits come back (Backend::top_k_rows:

@@ -15,10 +15,10 @@ struct Session::Impl {
   int32_t seq_id = -1;  // -1 until a sequence slot is held
   int32_t n_vocab;
   std::vector<int32_t> history;  // every token in the sequence (the prefix cache is keyed by it)
-  std::vector<float> logits;     // of the last append: [n, n_vocab]
+  HostVector<float> logits;      // of the last append: [n, n_vocab]
   // The buffer a step reads its logits into, swapped with `logits` rather than copied (a decode
   // step's row is 256 KB for a 65,536-token vocabulary; the copy was on the host between two steps).
-  std::vector<float> step_logits;
+  HostVector<float> step_logits;
   std::vector<float> embeddings; // of the same rows, [n, n_embd], when the engine keeps them
   int32_t reused = 0;
   bool shifted = false;  // after a context shift the state no longer matches a plain prefix
@@ -230,7 +230,8 @@ void Engine::decode_batch_impl(std::span<Session* const> sessions, std::span<con
     inputs.push_back({s.seq_id, tokens.subspan(i, 1), false});
   }
 
-  std::vector<float> logits, hidden;
+  HostVector<float> logits;
+  std::vector<float> hidden;
   std::vector<int32_t> best;
   if (next_tokens.empty()) impl_->step(inputs, logits, impl_->options.embeddings ? &hidden : nullptr);
   else impl_->step_argmax(inputs, best);
@@ -268,7 +269,7 @@ void Session::append(std::span<const int32_t> tokens, bool all_logits) {
   // Chunks end at multiples of the checkpoint interval (when the cache is on), so the same tokens
   // are always evaluated in the same chunks: a resumed prompt gives bit-identical results.
   const int32_t interval = e.prefix_cache ? e.options.checkpoint_interval : 0;
-  std::vector<float>& part = impl_->step_logits;
+  HostVector<float>& part = impl_->step_logits;
   std::vector<float> hidden;
   std::vector<float>* hidden_out = e.options.embeddings ? &hidden : nullptr;
   size_t done = 0;

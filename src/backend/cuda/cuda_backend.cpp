@@ -7,6 +7,7 @@
 // metadata into the fixed device buffers the graph reads, the model's op calls return at once, and
 // read() launches the graph. Prefill steps, whose shapes rarely repeat, always run eagerly.
 #include "backend/cuda/cuda_backend.h"
+#include "backend/host_memory.h"
 
 #include <algorithm>
 #include <cmath>
@@ -172,6 +173,16 @@ bool env_is(const char* name, const char* value) {
   return v && std::string(v) == value;
 }
 
+// Whether the device can copy straight into `p` (page-locked host memory, e.g. host_memory.h's).
+bool is_page_locked(const void* p) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();  // an unknown pointer is an answer here, not an error to carry on
+    return false;
+  }
+  return a.type == cudaMemoryTypeHost;
+}
+
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(const CudaBackendOptions& o) : options_(o), profiler_(env_is("CERA_CUDA_PROFILE", "1")) {
@@ -180,6 +191,7 @@ class CudaBackend final : public Backend {
     CERA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     CERA_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
     gemm_ = std::make_unique<cuda::Gemm>(stream_);
+    host_memory_pin(true);  // the engine's logits buffers: read() copies into them directly
     if (const char* path = std::getenv("CERA_CUDA_TRACE_FILE")) {
       if (cuda::trace::compiled_in()) {
         trace_path_ = path;
@@ -413,6 +425,12 @@ class CudaBackend final : public Backend {
   void read(const Tensor& t, float* host) override {
     finish_step();
     const size_t row = size_t(t.cols) * sizeof(float);
+    if (is_page_locked(host)) {  // host_memory.h: no staging buffer, no second copy on the host
+      CERA_CUDA_CHECK(cudaMemcpy2DAsync(host, row, t.data, t.row_bytes, row, size_t(t.rows), cudaMemcpyDeviceToHost,
+                                        stream_));
+      CERA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      return;
+    }
     read_host_.ensure(row * size_t(t.rows));
     CERA_CUDA_CHECK(cudaMemcpy2DAsync(read_host_.as<char>(), row, t.data, t.row_bytes, row, size_t(t.rows),
                                       cudaMemcpyDeviceToHost, stream_));
