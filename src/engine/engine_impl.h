@@ -60,6 +60,9 @@ struct Engine::Impl {
   // input's tokens then only say how many: one).
   Tensor run_step(std::span<const SeqInput> inputs, bool tokens_from_argmax = false);
   uint64_t step_count = 0;  // forward steps run (run_step)
+  // decode_batch's logits of all its sessions, kept between calls: the buffer is page-locked while a
+  // CUDA backend exists (host_memory.h), which is slow to allocate and free every step.
+  HostVector<float> batch_logits;
   // Session::generate samples from the device's top-k when that gives the same draws (tests turn
   // it off to compare); top_k_steps counts the steps that read only the top k.
   bool sample_from_top_k = true;

@@ -230,7 +230,7 @@ void Engine::decode_batch_impl(std::span<Session* const> sessions, std::span<con
     inputs.push_back({s.seq_id, tokens.subspan(i, 1), false});
   }
 
-  HostVector<float> logits;
+  HostVector<float>& logits = impl_->batch_logits;
   std::vector<float> hidden;
   std::vector<int32_t> best;
   if (next_tokens.empty()) impl_->step(inputs, logits, impl_->options.embeddings ? &hidden : nullptr);
