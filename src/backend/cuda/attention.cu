@@ -7,6 +7,7 @@
 #include <cfloat>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include <cooperative_groups.h>
 
@@ -459,7 +460,16 @@ __device__ __forceinline__ T* cluster_peer(T* p, int rank) {
 // 128 keys per split, 80-128 take 64, so a short decode needs no merge between blocks. (The
 // previous shape, 4 warps and 32 keys per split, measured tg128 2-4 % slower on LFM2-1.2B and
 // Llama-3.2-1B and 11 % slower on Qwen3-0.6B (28 attention layers, head dim 128), H200.)
+// Up to 4 q heads a block; a step of one token takes 2 (kFusedHeadsOneToken): there the folding of
+// the keys (a chain of shuffles and exps per head, 16 warps on one SM) was the layer's longest
+// step, and LFM2-1.2B's 8 KV-head groups of 4 ran on 8-16 SMs; with 2 heads the same work spreads
+// over twice the SMs (each block loads its KV head's keys; the second load mostly hits the L2).
+// H200, same machine start, two rounds: LFM2-1.2B BF16 `--parallel 1` 1,397, 1,397 -> 1,446, 1,445
+// (tg128 1,385, 1,379 -> 1,417, 1,409), Q4_0 2,198, 2,195 -> 2,363, 2,364 (tg128 2,201, 2,173 ->
+// 2,334, 2,327). Steps of more tokens keep 4: twice the blocks would not fit the clusters of an
+// 8-sequence step in one wave (decode_clusters_usable), and that was not measured.
 constexpr int kFusedHeads = 4;
+constexpr int kFusedHeadsOneToken = 2;
 // The most splits per head group when they run as one thread block cluster: 8, the portable
 // cluster size (each block fills an SM, and a cluster's blocks share one GPC).
 constexpr int kClusterSplits = 8;
@@ -520,7 +530,7 @@ __device__ void merge_warps(WarpParts<kMaxHd, W, H>& sm, const float (&m)[H], co
   }
 }
 
-template <int kMaxHd, bool kCluster>
+template <int kMaxHd, bool kCluster, int H>
 __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
     decode_fused_kernel(KvLayer kv, StepView step, DecodeQkv in, AttentionShape sh, int32_t group, int32_t head_chunks,
                         float* partial, unsigned* done, float* out, int64_t os) {
@@ -528,7 +538,7 @@ __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
   // blocks' weight loads would queue ahead of this layer's dependent loads (H200, Qwen3-0.6B BF16
   // with 28 of these layers: tg128 1,433 -> 1,500 tokens/s; LFM2-1.2B and Llama-3.2-1B unchanged).
   trace::trace_block_started();
-  constexpr int E = kMaxHd / 32, W = kFusedWarps<kMaxHd>, H = kFusedHeads;
+  constexpr int E = kMaxHd / 32, W = kFusedWarps<kMaxHd>;
   __shared__ WarpParts<kMaxHd, W, H> sm;
   __shared__ float sm_q[H][kMaxHd], sm_k[kMaxHd], sm_v[kMaxHd];
   __shared__ bool sm_last;
@@ -721,7 +731,7 @@ int head_dim_bucket(int32_t hd) {
 // compare both), and only when the device can hold all of them at once. A cluster's idle splits
 // keep their SMs until it merges, so clusters in waves wait for each other (H200, 8 LFM2-1.2B
 // sequences: 64 clusters, BF16 6,688 -> 5,778 tokens/s).
-template <int kMaxHd>
+template <int kMaxHd, int H>
 bool decode_clusters_usable(int size, int64_t n_clusters) {
   static const std::array<int, kClusterSplits + 1> max_active = [] {  // by cluster size
     std::array<int, kClusterSplits + 1> n{};
@@ -739,7 +749,7 @@ bool decode_clusters_usable(int size, int64_t n_clusters) {
       cfg.attrs = &attr;
       cfg.numAttrs = 1;
       int clusters = 0;
-      if (cudaOccupancyMaxActiveClusters(&clusters, decode_fused_kernel<kMaxHd, true>, &cfg) == cudaSuccess)
+      if (cudaOccupancyMaxActiveClusters(&clusters, decode_fused_kernel<kMaxHd, true, H>, &cfg) == cudaSuccess)
         n[size_t(c)] = clusters;
       cudaGetLastError();  // a failed query leaves no error behind
     }
@@ -757,19 +767,19 @@ int cluster_size(int32_t context_span) {
   return std::clamp(context_span / kFusedKeysPerSplit<kMaxHd>, 2, kClusterSplits);
 }
 
-template <int kMaxHd>
+template <int kMaxHd, int H>
 void launch_decode_fused(const KvLayer& kv, const StepView& step, int32_t n_tokens, const DecodeQkv& qkv, float* out,
                          int64_t os, const AttentionShape& sh, int32_t group, int32_t chunks, float* partial,
                          unsigned* counters, int32_t context_span, cudaStream_t s) {
   const dim3 block(kFusedWarps<kMaxHd> * 32);
   const int size = cluster_size<kMaxHd>(context_span);
-  if (context_span > 0 && decode_clusters_usable<kMaxHd>(size, int64_t(n_tokens) * sh.n_head_kv * chunks)) {
+  if (context_span > 0 && decode_clusters_usable<kMaxHd, H>(size, int64_t(n_tokens) * sh.n_head_kv * chunks)) {
     const dim3 grid(unsigned(n_tokens), unsigned(sh.n_head_kv * chunks), unsigned(size));
-    launch_pdl_cluster(decode_fused_kernel<kMaxHd, true>, grid, block, dim3(1, 1, unsigned(size)), 0, s, kv, step,
+    launch_pdl_cluster(decode_fused_kernel<kMaxHd, true, H>, grid, block, dim3(1, 1, unsigned(size)), 0, s, kv, step,
                        qkv, sh, group, chunks, partial, counters, out, os);
   } else {
     const dim3 grid(unsigned(n_tokens), unsigned(sh.n_head_kv * chunks), kDecodeSplits);
-    launch_pdl(decode_fused_kernel<kMaxHd, false>, grid, block, 0, s, kv, step, qkv, sh, group, chunks, partial,
+    launch_pdl(decode_fused_kernel<kMaxHd, false, H>, grid, block, 0, s, kv, step, qkv, sh, group, chunks, partial,
                counters, out, os);
   }
 }
@@ -831,7 +841,7 @@ bool attention_decode_fused_supported(int32_t head_dim) { return head_dim <= 256
 
 size_t attention_decode_counters(int32_t n_tokens, const AttentionShape& sh) {
   const int32_t group = sh.n_head / sh.n_head_kv;
-  return size_t(n_tokens) * size_t(sh.n_head_kv) * size_t((group + kFusedHeads - 1) / kFusedHeads);
+  return size_t(n_tokens) * size_t(sh.n_head_kv) * size_t((group + kFusedHeadsOneToken - 1) / kFusedHeadsOneToken);
 }
 
 void attention_decode_fused(const KvLayer& kv, const StepView& step, int32_t n_tokens, const DecodeQkv& qkv,
@@ -841,11 +851,21 @@ void attention_decode_fused(const KvLayer& kv, const StepView& step, int32_t n_t
   if (!attention_decode_fused_supported(sh.head_dim))
     throw Error(ErrorCode::Unsupported, "fused decode attention: head_dim " + std::to_string(sh.head_dim) + " > 256");
   const int32_t group = sh.n_head / sh.n_head_kv;
-  const int32_t chunks = (group + kFusedHeads - 1) / kFusedHeads;
+  const int H = n_tokens == 1 ? kFusedHeadsOneToken : kFusedHeads;
+  const int32_t chunks = (group + H - 1) / H;
+  auto launch = [&](auto hd) {
+    constexpr int kMaxHd = decltype(hd)::value;
+    if (H == kFusedHeadsOneToken)
+      launch_decode_fused<kMaxHd, kFusedHeadsOneToken>(kv, step, n_tokens, qkv, out, os, sh, group, chunks, partial,
+                                                       counters, context_span, s);
+    else
+      launch_decode_fused<kMaxHd, kFusedHeads>(kv, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters,
+                                               context_span, s);
+  };
   switch (head_dim_bucket(sh.head_dim)) {
-    case 64: launch_decode_fused<64>(kv, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, context_span, s); break;
-    case 128: launch_decode_fused<128>(kv, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, context_span, s); break;
-    default: launch_decode_fused<256>(kv, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, context_span, s); break;
+    case 64: launch(std::integral_constant<int, 64>{}); break;
+    case 128: launch(std::integral_constant<int, 128>{}); break;
+    default: launch(std::integral_constant<int, 256>{}); break;
   }
   CERA_CUDA_CHECK_LAUNCH();
 }
