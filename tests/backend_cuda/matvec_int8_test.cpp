@@ -30,7 +30,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
+#include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -259,6 +262,27 @@ int64_t run_case(const Case& c, const Weights& w, const DevBuf& dw, uint32_t see
   return checked;
 }
 
+// Each case against the reference (run_case: every output checked), its weights made from `seed`
+// and uploaded once, then run with the next seed — under each of `values` of the environment
+// variable `env` (nullptr: unset) when one is named.
+void check_cases(std::span<const Case> cases, uint32_t seed, const char* env = nullptr,
+                 std::initializer_list<const char*> values = {nullptr}) {
+  for (const Case& c : cases) {
+    const Weights w = make_weights(c.type, c.n_rows, c.k, c.pad, seed++);
+    DevBuf dw(w.bytes.size());
+    ASSERT_TRUE(dw.p);
+    CERA_CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
+    const int64_t n_out = c.mode == Out::SwiGLU ? c.n_rows / 2 : c.n_rows;
+    for (const char* value : values) {
+      std::optional<test::ScopedEnv> scoped;
+      if (env) scoped.emplace(env, value);
+      EXPECT_EQ(run_case(c, w, dw, seed), n_out * c.nx)
+          << describe(c) << (env ? std::string(", ") + env + "=" + (value ? value : "(unset)") : "");
+    }
+    ++seed;
+  }
+}
+
 const GgmlType kInt8Types[] = {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K};
 
 // Every type x n_x_rows 1..8 x output mode x norm on/off over shapes with odd row counts (tail row
@@ -313,15 +337,7 @@ TEST(MatvecInt8, LargeMatrices) {
       {GgmlType::Q6_K, 40001, 2048, 0, 1, Out::Store, false},  // the LM head of the Q4_0 / Q4_K_M mixes
       {GgmlType::Q6_K, 2053, 8192, 0, 2, Out::Accumulate, true},
   };
-  uint32_t seed = 1000;
-  for (const Case& c : cases) {
-    const Weights w = make_weights(c.type, c.n_rows, c.k, c.pad, seed++);
-    DevBuf dw(w.bytes.size());
-    ASSERT_TRUE(dw.p);
-    CERA_CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
-    const int64_t n_out = c.mode == Out::SwiGLU ? c.n_rows / 2 : c.n_rows;
-    EXPECT_EQ(run_case(c, w, dw, seed++), n_out * c.nx) << describe(c);
-  }
+  check_cases(cases, 1000);
 }
 
 // Q4_0 products of one x row too large for one wave of 8-row blocks take 16-row blocks of 2 warps
@@ -337,19 +353,7 @@ TEST(MatvecInt8, WideRowBlocksMatchReference) {
       {GgmlType::Q4_0, 16001, 2048, 0, 1, Out::Store, false},
       {GgmlType::Q4_0, 16001, 2048, 16, 1, Out::Accumulate, true},
   };
-  uint32_t seed = 3000;
-  for (const Case& c : cases) {
-    const Weights w = make_weights(c.type, c.n_rows, c.k, c.pad, seed++);
-    DevBuf dw(w.bytes.size());
-    ASSERT_TRUE(dw.p);
-    CERA_CUDA_OK(cudaMemcpy(dw.p, w.bytes.data(), w.bytes.size(), cudaMemcpyHostToDevice));
-    const int64_t n_out = c.mode == Out::SwiGLU ? c.n_rows / 2 : c.n_rows;
-    for (const char* wide : {static_cast<const char*>(nullptr), "0"}) {
-      const test::ScopedEnv env("CERA_CUDA_MATVEC_ONE_WAVE", wide);
-      EXPECT_EQ(run_case(c, w, dw, seed), n_out * c.nx) << describe(c) << (wide ? ", usual blocks" : "");
-    }
-    ++seed;
-  }
+  check_cases(cases, 3000, "CERA_CUDA_MATVEC_ONE_WAVE", {nullptr, "0"});  // "0": the usual blocks
 }
 
 // The same launch twice gives bit-identical results (fixed reduction order, no atomics).
