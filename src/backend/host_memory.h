@@ -25,7 +25,7 @@ struct HostAllocator {
   friend bool operator==(const HostAllocator&, const HostAllocator&) { return true; }
 };
 
-// What the engine reads logits and hidden states into.
+// What the engine reads logits into.
 template <class T>
 using HostVector = std::vector<T, HostAllocator<T>>;
 

@@ -839,8 +839,8 @@ void attention_decode(const KvLayer& kv, const StepView& step, int32_t n_tokens,
 
 bool attention_decode_fused_supported(int32_t head_dim) { return head_dim <= 256; }
 
-size_t attention_decode_counters(int32_t n_tokens, const AttentionShape& sh) {
-  const int32_t group = sh.n_head / sh.n_head_kv;
+size_t attention_decode_counters(int32_t n_tokens, const AttentionShape& sh) {  // one a block row
+  const int32_t group = sh.n_head / sh.n_head_kv;  // the most head chunks: a one-token step's
   return size_t(n_tokens) * size_t(sh.n_head_kv) * size_t((group + kFusedHeadsOneToken - 1) / kFusedHeadsOneToken);
 }
 
