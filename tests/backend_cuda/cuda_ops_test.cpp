@@ -13,6 +13,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/ops.h"
 #include "backend/cuda/quant_kernels.h"
 #include "format/ggml_type.h"
 #include "format/quant.h"
@@ -477,6 +478,32 @@ TEST_P(CudaAttention, DecodeClusterSizesMatchCpu) {
     rig.attend(st, r, n == 1);
     EXPECT_LE(b.diff(r.out), 2e-5) << "attention output, " << n << " tokens after " << seqs[0].n_past;
     seqs[0].n_past += n;
+  }
+}
+
+// Decode steps past kLongContextSpan / 2 keys (2,061 and 2,062, context span 4096): a one-token step
+// then takes kDecodeSplits single blocks per KV head, each over all of its q heads (up to 4), merged
+// through global memory — for every shape, whatever the cluster setting.
+TEST_P(CudaAttention, DecodeLongContextMatchesCpu) {
+  CERA_REQUIRE_CUDA();
+  const AttnShape sh = std::get<0>(GetParam());
+  const test::ScopedEnv env = attention_kernel_env(std::get<1>(GetParam()));
+  const test::ScopedEnv cluster_env = decode_cluster_env(std::get<1>(GetParam()));
+  constexpr int32_t kPrompt = 2060;
+  static_assert(kPrompt > cuda::kLongContextSpan / 2, "the decode steps must take the long-context shape");
+  AttentionRig rig(sh, 1, 136, kPrompt);
+  Both& b = rig.b;
+  const std::vector<int32_t> perm = test::shuffled_blocks(136, 9);
+  std::vector<Seq> seqs = {{kPrompt, 0, std::vector<int32_t>(perm.begin(), perm.begin() + 130), -1}};
+  uint32_t seed = 900;
+  for (int step = 0; step < 3; ++step) {
+    const test::Step st(seqs);
+    const int64_t T = st.n_tokens();
+    const AttentionRig::Rows r = rig.random_step(T, seed);
+    rig.attend(st, r, step > 0);
+    EXPECT_LE(b.diff(r.out), 2e-5) << "attention output, " << T << " tokens after " << seqs[0].n_past;
+    seqs[0].n_past += seqs[0].n_tokens;
+    seqs[0].n_tokens = 1;
   }
 }
 

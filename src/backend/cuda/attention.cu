@@ -460,14 +460,22 @@ __device__ __forceinline__ T* cluster_peer(T* p, int rank) {
 // 128 keys per split, 80-128 take 64, so a short decode needs no merge between blocks. (The
 // previous shape, 4 warps and 32 keys per split, measured tg128 2-4 % slower on LFM2-1.2B and
 // Llama-3.2-1B and 11 % slower on Qwen3-0.6B (28 attention layers, head dim 128), H200.)
-// Up to 4 q heads a block; a step of one token takes 2 (kFusedHeadsOneToken): there the folding of
-// the keys (a chain of shuffles and exps per head, 16 warps on one SM) was the layer's longest
-// step, and LFM2-1.2B's 8 KV-head groups of 4 ran on 8-16 SMs; with 2 heads the same work spreads
-// over twice the SMs (each block loads its KV head's keys; the second load mostly hits the L2).
-// H200, same machine start, two rounds: LFM2-1.2B BF16 `--parallel 1` 1,397, 1,397 -> 1,446, 1,445
-// (tg128 1,385, 1,379 -> 1,417, 1,409), Q4_0 2,198, 2,195 -> 2,363, 2,364 (tg128 2,201, 2,173 ->
-// 2,334, 2,327). Steps of more tokens keep 4: twice the blocks would not fit the clusters of an
-// 8-sequence step in one wave (decode_clusters_usable), and that was not measured.
+// Up to 4 q heads a block (kFusedHeads, steps of several tokens). A one-token step's shape follows
+// its context span (fused_shape below; H200, `cera bench --parallel 1 --parallel-prompt D`, the
+// shapes alternating on one machine start, docs/BENCHMARKS.md):
+// * up to kClusterMinKeys keys (span 0): 1 q head a block. The folding of the keys (a chain of
+//   shuffles and exps per head, 16 warps on one SM) was the layer's longest step, and LFM2-1.2B's 8
+//   KV-head groups of 4 ran on 8 SMs with 4 heads a block; each block loads its KV head's keys, the
+//   later loads mostly from L2. At D = 100: LFM2-1.2B BF16 1,393 (4 heads) / 1,435 (2) / 1,451 (1),
+//   Llama-3.2-1B 1,185 / 1,277 / 1,294, Qwen3-0.6B (2 heads a KV head) 1,514 (2) / 1,510 (1).
+// * up to kLongContextSpan / 2 keys: 2 heads a block (kFusedHeadsOneToken), splits as clusters;
+//   with 1 head a block, 4× the clusters of 4 heads do not fit at once and fall back to global
+//   merges (D = 2048: LFM2-1.2B 1,147 with 1 head, 1,256 with 2, 1,229 with 4).
+// * longer: kDecodeSplits single blocks a KV head, each over all of its q heads (up to 4), so every
+//   key is read once per step, merged through global memory (an 8-block cluster's blocks each
+//   fold twice the keys of one of 16 splits). D = 3,800, clusters of 2 heads -> this:
+//   LFM2-1.2B 1,208 -> 1,227, Llama-3.2-1B 910 -> 932, Qwen3-0.6B 844 -> 925; at D = 1,200 and
+//   1,800 (span 2048) it measured Qwen3 6 % and 1 % slower, LFM2 and Llama within 2 % either way.
 constexpr int kFusedHeads = 4;
 constexpr int kFusedHeadsOneToken = 2;
 // The most splits per head group when they run as one thread block cluster: 8, the portable
@@ -837,11 +845,25 @@ void attention_decode(const KvLayer& kv, const StepView& step, int32_t n_tokens,
   CERA_CUDA_CHECK_LAUNCH();
 }
 
+namespace {
+// q heads per block and whether the splits may run as clusters, by the step's shape (see kFusedHeads).
+struct FusedShape {
+  int heads;
+  bool clusters;
+};
+FusedShape fused_shape(int32_t n_tokens, int32_t group, int32_t context_span) {
+  if (n_tokens != 1) return {kFusedHeads, true};
+  if (context_span == 0) return {1, false};
+  if (context_span >= kLongContextSpan) return {group <= 2 ? 2 : kFusedHeads, false};
+  return {kFusedHeadsOneToken, true};
+}
+}  // namespace
+
 bool attention_decode_fused_supported(int32_t head_dim) { return head_dim <= 256; }
 
 size_t attention_decode_counters(int32_t n_tokens, const AttentionShape& sh) {  // one a block row
   const int32_t group = sh.n_head / sh.n_head_kv;  // the most head chunks: a one-token step's
-  return size_t(n_tokens) * size_t(sh.n_head_kv) * size_t((group + kFusedHeadsOneToken - 1) / kFusedHeadsOneToken);
+  return size_t(n_tokens) * size_t(sh.n_head_kv) * size_t(group);  // one head a chunk at most
 }
 
 void attention_decode_fused(const KvLayer& kv, const StepView& step, int32_t n_tokens, const DecodeQkv& qkv,
@@ -851,16 +873,16 @@ void attention_decode_fused(const KvLayer& kv, const StepView& step, int32_t n_t
   if (!attention_decode_fused_supported(sh.head_dim))
     throw Error(ErrorCode::Unsupported, "fused decode attention: head_dim " + std::to_string(sh.head_dim) + " > 256");
   const int32_t group = sh.n_head / sh.n_head_kv;
-  const int H = n_tokens == 1 ? kFusedHeadsOneToken : kFusedHeads;
-  const int32_t chunks = (group + H - 1) / H;
+  const FusedShape shape = fused_shape(n_tokens, group, context_span);
+  const int32_t chunks = (group + shape.heads - 1) / shape.heads;
   auto launch = [&](auto hd) {
     constexpr int kMaxHd = decltype(hd)::value;
-    if (H == kFusedHeadsOneToken)
-      launch_decode_fused<kMaxHd, kFusedHeadsOneToken>(kv, step, n_tokens, qkv, out, os, sh, group, chunks, partial,
-                                                       counters, context_span, s);
-    else
-      launch_decode_fused<kMaxHd, kFusedHeads>(kv, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters,
-                                               context_span, s);
+    const int32_t span = shape.clusters ? context_span : 0;  // 0: a grid of kDecodeSplits single blocks
+    switch (shape.heads) {
+      case 1: launch_decode_fused<kMaxHd, 1>(kv, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, span, s); break;
+      case 2: launch_decode_fused<kMaxHd, 2>(kv, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, span, s); break;
+      default: launch_decode_fused<kMaxHd, kFusedHeads>(kv, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, span, s); break;
+    }
   };
   switch (head_dim_bucket(sh.head_dim)) {
     case 64: launch(std::integral_constant<int, 64>{}); break;

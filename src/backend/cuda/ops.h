@@ -116,18 +116,22 @@ struct DecodeQkv {
 };
 bool attention_decode_fused_supported(int32_t head_dim);
 size_t attention_decode_counters(int32_t n_tokens, const AttentionShape& shape);
-// context_span: decode_context_span(the step's longest context). Past kClusterMinKeys keys a
-// token's splits merge, and then (sm_90) they run as thread block clusters of as many blocks as
-// the span needs (2-8), which merge faster but start later than single blocks. A step's graph is
-// captured with one span; any span is correct at any context length.
+// context_span: decode_context_span(the step's longest context), which picks the launch shape. Up
+// to kClusterMinKeys keys one split covers a token's keys and nothing merges; past it a token's
+// splits merge, and then (sm_90) they run as thread block clusters of as many blocks as the span
+// needs (2-8), which merge faster but start later than single blocks; past kLongContextSpan a
+// one-token step's splits are single blocks again, kDecodeSplits of them, each over every q head of
+// its KV head (attention.cu). A step's graph is captured with one span; any span is correct at any
+// context length.
 inline constexpr int32_t kClusterMinKeys = 128;
 inline constexpr int32_t kClusterMaxSpan = 1024;  // 8 splits of 128 keys (head dims ≤ 64)
+inline constexpr int32_t kLongContextSpan = 4096;
 // 0 up to kClusterMinKeys keys, else max_keys rounded up to kClusterMinKeys times a power of two,
-// at most kClusterMaxSpan: few distinct values, so few graphs per batch shape.
+// at most kLongContextSpan: few distinct values, so few graphs per batch shape.
 constexpr int32_t decode_context_span(int32_t max_keys) {
   if (max_keys <= kClusterMinKeys) return 0;
   int32_t span = 2 * kClusterMinKeys;
-  while (span < max_keys && span < kClusterMaxSpan) span *= 2;
+  while (span < max_keys && span < kLongContextSpan) span *= 2;
   return span;
 }
 void attention_decode_fused(const KvLayer& kv, const StepView& step, int32_t n_tokens, const DecodeQkv& qkv,
