@@ -463,11 +463,13 @@ __device__ __forceinline__ T* cluster_peer(T* p, int rank) {
 // Up to 4 q heads a block (kFusedHeads, steps of several tokens). A one-token step's shape follows
 // its context span (fused_shape below; H200, `cera bench --parallel 1 --parallel-prompt D`, the
 // shapes alternating on one machine start, docs/BENCHMARKS.md):
-// * up to kClusterMinKeys keys (span 0): 1 q head a block. The folding of the keys (a chain of
-//   shuffles and exps per head, 16 warps on one SM) was the layer's longest step, and LFM2-1.2B's 8
-//   KV-head groups of 4 ran on 8 SMs with 4 heads a block; each block loads its KV head's keys, the
-//   later loads mostly from L2. At D = 100: LFM2-1.2B BF16 1,393 (4 heads) / 1,435 (2) / 1,451 (1),
-//   Llama-3.2-1B 1,185 / 1,277 / 1,294, Qwen3-0.6B (2 heads a KV head) 1,514 (2) / 1,510 (1).
+// * up to kClusterMinKeys keys (span 0): 1 q head a block where a KV head has more than 2. The
+//   folding of the keys (a chain of shuffles and exps per head, 16 warps on one SM) was the layer's
+//   longest step, and LFM2-1.2B's 8 KV-head groups of 4 ran on 8 SMs with 4 heads a block; each
+//   block loads its KV head's keys, the later loads mostly from L2. At D = 100: LFM2-1.2B BF16
+//   1,393 (4 heads) / 1,435 (2) / 1,451 (1), Llama-3.2-1B 1,185 / 1,277 / 1,294. Groups of 2 keep
+//   2: 1 head measured Qwen3-0.6B tg128 (contexts 1-128, host-fed) 1,551, 1,537 against 1,567,
+//   1,579 (Q4_0 1,664, 1,653 against 1,686, 1,674), `--parallel 1` and LFM2-350M within 0.3 %.
 // * up to kLongContextSpan / 2 keys: 2 heads a block (kFusedHeadsOneToken), splits as clusters;
 //   with 1 head a block, 4× the clusters of 4 heads do not fit at once and fall back to global
 //   merges (D = 2048: LFM2-1.2B 1,147 with 1 head, 1,256 with 2, 1,229 with 4).
@@ -853,7 +855,7 @@ struct FusedShape {
 };
 FusedShape fused_shape(int32_t n_tokens, int32_t group, int32_t context_span) {
   if (n_tokens != 1) return {kFusedHeads, true};
-  if (context_span == 0) return {1, false};
+  if (context_span == 0) return {group > 2 ? 1 : 2, false};
   if (context_span >= kLongContextSpan) return {group <= 2 ? 2 : kFusedHeads, false};
   return {kFusedHeadsOneToken, true};
 }
