@@ -1,6 +1,7 @@
 // `cera bench`: llama-bench style speed rows — ppN (prompt processing of N tokens in batched
 // steps) and tgN (N single-token decode steps) in tokens/s ± stddev over -r repetitions, plus the
-// weight bytes streamed per second for decode (the bound on a CPU is memory bandwidth).
+// weight bytes streamed per second for decode (the bound on a CPU is memory bandwidth). With -d,
+// each is also measured after a context of D tokens ("tg128 @ d4096", as llama-bench prints it).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -17,6 +18,7 @@ struct BenchFlags {
   ModelFlags model;
   std::vector<int32_t> n_prompt{512};
   std::vector<int32_t> n_gen{128};
+  std::vector<int32_t> n_depth{0};  // tokens already in the context before each pp/tg test
   int32_t repetitions = 5;
   int32_t shared_prefix = 0;
   std::vector<int32_t> parallel;  // batched decode: sequences decoded together
@@ -50,6 +52,11 @@ Command add_bench_command(CLI::App& app) {
   add_model_flags(*cmd, f->model);
   cmd->add_option("-p,--n-prompt", f->n_prompt, "prompt lengths to test (0 to skip)")->delimiter(',')->capture_default_str();
   cmd->add_option("-n,--n-gen", f->n_gen, "generation lengths to test (0 to skip)")->delimiter(',')->capture_default_str();
+  cmd->add_option("-d,--n-depth", f->n_depth,
+                  "context depths: each pp/tg test runs after a prompt of D tokens (not timed)")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("-r,--repetitions", f->repetitions, "repetitions of each test")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--shared-prefix", f->shared_prefix,
                   "also measure the prefix cache: a prompt of N+64 tokens, then another sharing its first N")
@@ -64,9 +71,10 @@ Command add_bench_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   return {cmd, [f]() {
             EngineOptions eo = f->model.engine;
-            int32_t longest = 1;
-            for (int32_t n : f->n_prompt) longest = std::max(longest, n);
-            for (int32_t n : f->n_gen) longest = std::max(longest, n + 1);
+            int32_t longest = 1, deepest = 0;
+            for (int32_t d : f->n_depth) deepest = std::max(deepest, d);
+            for (int32_t n : f->n_prompt) longest = std::max(longest, deepest + n);
+            for (int32_t n : f->n_gen) longest = std::max(longest, deepest + n + 1);
             longest = std::max(longest, f->shared_prefix + 64);
             const int32_t gen_parallel = f->n_gen.empty() ? 128 : std::max(f->n_gen.front(), 1);
             if (!f->parallel.empty()) longest = std::max(longest, f->parallel_prompt + gen_parallel + 1);
@@ -94,36 +102,51 @@ Command add_bench_command(CLI::App& app) {
               std::fflush(stdout);
             };
 
-            for (int32_t n : f->n_prompt) {
-              if (n <= 0) continue;
-              std::vector<int32_t> prompt(static_cast<size_t>(n));
-              std::vector<double> tps;
-              for (int32_t r = -1; r < f->repetitions; ++r) {  // r = -1: warm-up
-                // A fresh prompt each time: a repeated one would be restored from the prefix cache.
-                for (auto& t : prompt) t = any_token(rng);
-                auto session = engine->new_session();
-                const auto t0 = clock::now();
-                session->append(prompt);
-                const double s = std::chrono::duration<double>(clock::now() - t0).count();
-                if (r >= 0) tps.push_back(n / s);
+            // A session holding `depth` random tokens (untimed), so a test starts at that context.
+            auto session_at = [&](int32_t depth) {
+              auto session = engine->new_session();
+              if (depth > 0) {
+                std::vector<int32_t> context(static_cast<size_t>(depth));
+                for (auto& t : context) t = any_token(rng);
+                session->append(context);
               }
-              row("pp" + std::to_string(n), tps, false);
-            }
-            for (int32_t n : f->n_gen) {
-              if (n <= 0) continue;
-              std::vector<double> tps;
-              for (int32_t r = -1; r < f->repetitions; ++r) {
-                auto session = engine->new_session();
-                int32_t token = any_token(rng);
-                const auto t0 = clock::now();
-                for (int32_t i = 0; i < n; ++i) {
-                  session->append({&token, 1});
-                  token = any_token(rng);
+              return session;
+            };
+            auto at_depth = [](std::string test, int32_t depth) {
+              return depth > 0 ? test + " @ d" + std::to_string(depth) : test;
+            };
+            for (int32_t depth : f->n_depth) {
+              for (int32_t n : f->n_prompt) {
+                if (n <= 0) continue;
+                std::vector<int32_t> prompt(static_cast<size_t>(n));
+                std::vector<double> tps;
+                for (int32_t r = -1; r < f->repetitions; ++r) {  // r = -1: warm-up
+                  // A fresh prompt each time: a repeated one would be restored from the prefix cache.
+                  for (auto& t : prompt) t = any_token(rng);
+                  auto session = session_at(depth);
+                  const auto t0 = clock::now();
+                  session->append(prompt);
+                  const double s = std::chrono::duration<double>(clock::now() - t0).count();
+                  if (r >= 0) tps.push_back(n / s);
                 }
-                const double s = std::chrono::duration<double>(clock::now() - t0).count();
-                if (r >= 0) tps.push_back(n / s);
+                row(at_depth("pp" + std::to_string(n), depth), tps, false);
               }
-              row("tg" + std::to_string(n), tps, true);
+              for (int32_t n : f->n_gen) {
+                if (n <= 0) continue;
+                std::vector<double> tps;
+                for (int32_t r = -1; r < f->repetitions; ++r) {
+                  auto session = session_at(depth);
+                  int32_t token = any_token(rng);
+                  const auto t0 = clock::now();
+                  for (int32_t i = 0; i < n; ++i) {
+                    session->append({&token, 1});
+                    token = any_token(rng);
+                  }
+                  const double s = std::chrono::duration<double>(clock::now() - t0).count();
+                  if (r >= 0) tps.push_back(n / s);
+                }
+                row(at_depth("tg" + std::to_string(n), depth), tps, true);
+              }
             }
             for (int32_t n_seq : f->parallel) {
               std::vector<double> tps;

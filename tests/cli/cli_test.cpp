@@ -179,6 +179,14 @@ TEST(Cli, BenchPrintsLlamaBenchRows) {
   EXPECT_NE(r.out.find("| tg4 |"), std::string::npos) << r.out;
 }
 
+// -d as in llama-bench: every test again after a context of D tokens, and the context sized for it.
+TEST(Cli, BenchAtDepthPrintsARowPerDepth) {
+  const Result r = run_cera("bench -m " + bf16_model() + " -p 8 -n 2 -d 0,40 -r 1 -t 1 -c 16");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* test : {"| pp8 |", "| tg2 |", "| pp8 @ d40 |", "| tg2 @ d40 |"})
+    EXPECT_NE(r.out.find(test), std::string::npos) << test << " in " << r.out;
+}
+
 }  // namespace
 }  // namespace cera
 
