@@ -32,6 +32,8 @@ bench() { timeout 150 cera bench --device cuda "$@" 2>&1 | grep -vE -- '^\| (---
 # Prefill steps are the GPU default (4096 tokens); "-b 512" rows match llama.cpp's ubatch.
 for t in BF16 Q4_0; do bench -m $m/1.2b-$t.gguf -p 512,4096 -n 128 -r 3 --parallel 1,8,32,64,128; done
 for t in Q8_0 Q4_K_M; do bench -m $m/1.2b-$t.gguf -p 512,4096 -n 128 -r 3; done
+# After a 4,096-token context (llama-bench's -d): long-context prefill and decode.
+for t in BF16 Q4_0; do bench -m $m/1.2b-$t.gguf -p 512 -n 128 -d 4096 -r 3; done
 for t in BF16 Q4_0; do echo "## -b 512" | tee -a "$out/bench.log"; bench -m $m/1.2b-$t.gguf -p 4096 -n 0 -r 3 -b 512; done
 for t in BF16 Q4_0; do bench -m $m/350m-$t.gguf -p 4096 -n 128 -r 3; done
 # Where a decode step's time goes (eager launches behind a GPU hold, see cuda_backend.cpp).
@@ -45,5 +47,5 @@ CERA_CUDA_PROFILE=1 timeout 60 cera bench --device cuda -m $m/1.2b-BF16.gguf -p 
   grep -vE '^\|' | tee -a "$out/profile.log"
 for i in $(seq 60); do [ -f /tmp/dense-ready ] && break; sleep 1; done
 for s in llama-3.2-1b qwen3-0.6b; do
-  for t in BF16 Q4_0; do [ -f /tmp/$s-$t.gguf ] && bench -m /tmp/$s-$t.gguf -p 512 -n 128 -r 3; done
+  for t in BF16 Q4_0; do [ -f /tmp/$s-$t.gguf ] && bench -m /tmp/$s-$t.gguf -p 512 -n 128 -d 0,4096 -r 3; done
 done
