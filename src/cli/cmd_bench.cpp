@@ -2,11 +2,14 @@
 // steps) and tgN (N single-token decode steps) in tokens/s ± stddev over -r repetitions, plus the
 // weight bytes streamed per second for decode (the bound on a CPU is memory bandwidth). With -d,
 // each is also measured after a context of D tokens ("tg128 @ d4096", as llama-bench prints it).
+// -o picks llama-bench's output formats: a markdown table (md), json, jsonl or csv.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 #include <random>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/common_flags.h"
@@ -23,6 +26,7 @@ struct BenchFlags {
   int32_t shared_prefix = 0;
   std::vector<int32_t> parallel;  // batched decode: sequences decoded together
   int32_t parallel_prompt = 128;
+  std::string output = "md";
 };
 
 struct Stats {
@@ -37,6 +41,14 @@ Stats stats(const std::vector<double>& v) {
   s.stddev = v.size() > 1 ? std::sqrt(s.stddev / double(v.size() - 1)) : 0;
   return s;
 }
+
+// One measured test: what it ran and its tokens/s per repetition.
+struct Row {
+  std::string test;  // "pp512", "tg128 @ d4096", "tg128 x8 seqs"
+  int32_t n_prompt = 0, n_gen = 0, n_depth = 0, n_seqs = 1;
+  std::vector<double> tps;
+  bool decode = false;  // tgN of one sequence: every weight streamed once per token
+};
 
 std::string human_size(uint64_t bytes) {
   char buf[32];
@@ -69,6 +81,9 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("--parallel-prompt", f->parallel_prompt, "prompt tokens per sequence for --parallel")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("-o,--output", f->output, "output format: md (a markdown table), json, jsonl or csv, as llama-bench")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"md", "json", "jsonl", "csv"}));
   return {cmd, [f]() {
             EngineOptions eo = f->model.engine;
             int32_t longest = 1, deepest = 0;
@@ -89,16 +104,48 @@ Command add_bench_command(CLI::App& app) {
             std::uniform_int_distribution<int32_t> any_token(0, info.n_vocab - 1);
             using clock = std::chrono::steady_clock;
 
-            std::printf("| model | size | params | backend | test | t/s | GB/s |\n");
-            std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
-            auto row = [&](const std::string& test, const std::vector<double>& tps, bool decode) {
-              const Stats s = stats(tps);
-              char gbs[32] = "";
+            // Rows print as they are measured; json opens its array here and closes it at the end.
+            const std::string& format = f->output;
+            if (format == "md") {
+              std::printf("| model | size | params | backend | test | t/s | GB/s |\n");
+              std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
+            } else if (format == "csv") {
+              std::printf("model,arch,size_bytes,n_params,backend,test,n_prompt,n_gen,n_depth,n_seqs,avg_ts,stddev_ts,gb_s\n");
+            } else if (format == "json") {
+              std::printf("[");
+            }
+            bool first_row = true;
+            auto emit = [&](const Row& r) {
+              const Stats s = stats(r.tps);
               // Decode streams every weight once per token (the tied LM head included).
-              if (decode) std::snprintf(gbs, sizeof gbs, "%.1f", s.mean * double(info.weight_bytes) / 1e9);
-              std::printf("| %s %s | %s | %.2f M | %s | %s | %.2f ± %.2f | %s |\n", info.arch.c_str(), info.name.c_str(),
-                          human_size(info.weight_bytes).c_str(), double(info.n_params) / 1e6, info.backend.c_str(),
-                          test.c_str(), s.mean, s.stddev, gbs);
+              const double gb_s = r.decode ? s.mean * double(info.weight_bytes) / 1e9 : 0.0;
+              if (format == "md") {
+                char gbs[32] = "";
+                if (r.decode) std::snprintf(gbs, sizeof gbs, "%.1f", gb_s);
+                std::printf("| %s %s | %s | %.2f M | %s | %s | %.2f ± %.2f | %s |\n", info.arch.c_str(), info.name.c_str(),
+                            human_size(info.weight_bytes).c_str(), double(info.n_params) / 1e6, info.backend.c_str(),
+                            r.test.c_str(), s.mean, s.stddev, gbs);
+              } else if (format == "csv") {
+                auto quoted = [](std::string v) {  // RFC 4180: quotes doubled inside quotes
+                  for (size_t i = 0; (i = v.find('"', i)) != std::string::npos; i += 2) v.insert(i, 1, '"');
+                  return "\"" + v + "\"";
+                };
+                std::printf("%s,%s,%llu,%llu,%s,%s,%d,%d,%d,%d,%.4f,%.4f,%.2f\n", quoted(info.name).c_str(),
+                            quoted(info.arch).c_str(), static_cast<unsigned long long>(info.weight_bytes),
+                            static_cast<unsigned long long>(info.n_params), quoted(info.backend).c_str(),
+                            quoted(r.test).c_str(), r.n_prompt, r.n_gen, r.n_depth, r.n_seqs, s.mean, s.stddev, gb_s);
+              } else {
+                const nlohmann::json j = {{"model", info.name},     {"arch", info.arch},
+                                          {"size_bytes", info.weight_bytes}, {"n_params", info.n_params},
+                                          {"backend", info.backend}, {"test", r.test},
+                                          {"n_prompt", r.n_prompt},  {"n_gen", r.n_gen},
+                                          {"n_depth", r.n_depth},    {"n_seqs", r.n_seqs},
+                                          {"avg_ts", s.mean},        {"stddev_ts", s.stddev},
+                                          {"samples_ts", r.tps},     {"gb_s", gb_s}};
+                if (format == "json") std::printf("%s\n  %s", first_row ? "" : ",", j.dump().c_str());
+                else std::printf("%s\n", j.dump().c_str());
+              }
+              first_row = false;
               std::fflush(stdout);
             };
 
@@ -129,7 +176,7 @@ Command add_bench_command(CLI::App& app) {
                   const double s = std::chrono::duration<double>(clock::now() - t0).count();
                   if (r >= 0) tps.push_back(n / s);
                 }
-                row(at_depth("pp" + std::to_string(n), depth), tps, false);
+                emit({at_depth("pp" + std::to_string(n), depth), n, 0, depth, 1, tps, false});
               }
               for (int32_t n : f->n_gen) {
                 if (n <= 0) continue;
@@ -145,7 +192,7 @@ Command add_bench_command(CLI::App& app) {
                   const double s = std::chrono::duration<double>(clock::now() - t0).count();
                   if (r >= 0) tps.push_back(n / s);
                 }
-                row(at_depth("tg" + std::to_string(n), depth), tps, true);
+                emit({at_depth("tg" + std::to_string(n), depth), 0, n, depth, 1, tps, true});
               }
             }
             for (int32_t n_seq : f->parallel) {
@@ -170,7 +217,8 @@ Command add_bench_command(CLI::App& app) {
                 const double s = std::chrono::duration<double>(clock::now() - t0).count();
                 if (r >= 0) tps.push_back(double(n_seq) * gen_parallel / s);
               }
-              row("tg" + std::to_string(gen_parallel) + " x" + std::to_string(n_seq) + " seqs", tps, false);
+              emit({"tg" + std::to_string(gen_parallel) + " x" + std::to_string(n_seq) + " seqs", f->parallel_prompt,
+                    gen_parallel, 0, n_seq, tps, false});
             }
             if (f->shared_prefix > 0) {
               // Two prompts sharing their first N tokens: the second should evaluate only what follows
@@ -190,12 +238,14 @@ Command add_bench_command(CLI::App& app) {
               const double ta = time_append(a, reused_a);
               const double tb = time_append(b, reused_b);
               const double evaluated_b = double(b.size() - size_t(reused_b));
-              std::printf("\nshared prefix of %d tokens: first prompt %zu tokens in %.2f s; second prompt %zu tokens "
+              // Outside the table's format: on stderr unless the output is the markdown table.
+              std::fprintf(format == "md" ? stdout : stderr, "\nshared prefix of %d tokens: first prompt %zu tokens in %.2f s; second prompt %zu tokens "
                           "in %.2f s, %d restored from the prefix cache, %.0f evaluated (%.1f%% less prefill work, "
                           "%.1fx faster)\n",
                           f->shared_prefix, a.size(), ta, b.size(), tb, reused_b, evaluated_b,
                           100.0 * (1.0 - evaluated_b / double(a.size())), ta / tb);
             }
+            if (format == "json") std::printf("\n]\n");
             return 0;
           }};
 }

@@ -179,6 +179,40 @@ TEST(Cli, BenchPrintsLlamaBenchRows) {
   EXPECT_NE(r.out.find("| tg4 |"), std::string::npos) << r.out;
 }
 
+// -o json / jsonl / csv as llama-bench: machine-readable rows with what each test ran.
+TEST(Cli, BenchWritesJsonJsonlAndCsv) {
+  const std::string common = "bench -m " + bf16_model() + " -p 8 -n 2 -d 0,16 -r 2 -t 1";
+  Result r = run_cera(common + " -o json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto rows = nlohmann::json::parse(r.out);
+  ASSERT_EQ(rows.size(), 4u) << r.out;
+  EXPECT_EQ(rows[0]["test"], "pp8");
+  EXPECT_EQ(rows[0]["n_prompt"], 8);
+  EXPECT_EQ(rows[3]["test"], "tg2 @ d16");
+  EXPECT_EQ(rows[3]["n_gen"], 2);
+  EXPECT_EQ(rows[3]["n_depth"], 16);
+  for (const auto& row : rows) {
+    EXPECT_EQ(row["samples_ts"].size(), 2u) << row;
+    EXPECT_GT(row["avg_ts"].get<double>(), 0.0) << row;
+  }
+  EXPECT_GT(rows[1]["gb_s"].get<double>(), 0.0) << "decode rows report the weight bytes streamed";
+
+  r = run_cera(common + " -o jsonl");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count_lines(r.out), 4u) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out.substr(0, r.out.find('\n')))["test"], "pp8");
+
+  r = run_cera(common + " -o csv");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count_lines(r.out), 5u) << r.out;
+  EXPECT_EQ(r.out.rfind("model,arch,size_bytes,", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find(",\"tg2 @ d16\",0,2,16,1,"), std::string::npos) << r.out;
+
+  r = run_cera(common + " -o xml");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("xml"), std::string::npos) << r.err;
+}
+
 // -d as in llama-bench: every test again after a context of D tokens, and the context sized for it.
 TEST(Cli, BenchAtDepthPrintsARowPerDepth) {
   const Result r = run_cera("bench -m " + bf16_model() + " -p 8 -n 2 -d 0,40 -r 1 -t 1 -c 16");
