@@ -464,9 +464,10 @@ __device__ __forceinline__ T* cluster_peer(T* p, int rank) {
 // 128 keys per split, 80-128 take 64, so a short decode needs no merge between blocks. (The
 // previous shape, 4 warps and 32 keys per split, measured tg128 2-4 % slower on LFM2-1.2B and
 // Llama-3.2-1B and 11 % slower on Qwen3-0.6B (28 attention layers, head dim 128), H200.)
-// Up to 4 q heads a block (kFusedHeads, steps of several tokens). A one-token step's shape follows
-// its context span (fused_shape below; H200, `cera bench --parallel 1 --parallel-prompt D`, the
-// shapes alternating on one machine start, docs/BENCHMARKS.md):
+// Up to 4 q heads a block (kFusedHeads): steps of several tokens take 4, since twice the blocks
+// would not fit an 8-sequence step's clusters in one wave (decode_clusters_usable; not measured).
+// A one-token step's shape follows its context span (fused_shape below; H200, `cera bench
+// --parallel 1 --parallel-prompt D`, the shapes alternating on one machine start, BENCHMARKS.md):
 // * up to kClusterMinKeys keys (span 0): 1 q head a block where a KV head has more than 2. The
 //   folding of the keys (a chain of shuffles and exps per head, 16 warps on one SM) was the layer's
 //   longest step, and LFM2-1.2B's 8 KV-head groups of 4 ran on 8 SMs with 4 heads a block; each
