@@ -98,7 +98,7 @@ Command add_bench_command(CLI::App& app) {
             // Raw prefill speed, as llama-bench measures it: with the prefix cache on, prompts are cut
             // into chunks that end at its checkpoints (-b would not be the step size).
             if (f->shared_prefix == 0) eo.prefix_cache_mib = 0;
-            auto engine = Engine::load(eo);
+            auto engine = load_engine(eo);
             const ModelInfo& info = engine->info();
             std::mt19937 rng(42);
             std::uniform_int_distribution<int32_t> any_token(0, info.n_vocab - 1);

@@ -153,7 +153,7 @@ int run_chat(ChatFlags& f) {
   ModelTemplate mt = load_model_template(f.model.engine.model_path);
   if (mt.source.empty())
     throw Error(ErrorCode::NotFound, f.model.engine.model_path + ": the model has no chat template");
-  auto engine = Engine::load(f.model.engine);
+  auto engine = load_engine(f.model.engine);
   Chat chat(f, *engine, std::move(mt), std::move(tools));
 
   struct sigaction sa {};

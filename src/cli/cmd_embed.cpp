@@ -46,7 +46,7 @@ Command add_embed_command(CLI::App& app) {
             if (!f->prompt_file.empty()) text = read_file(f->prompt_file);
             if (text.empty()) throw Error(ErrorCode::InvalidArgument, "no text given (use -p TEXT or -f FILE)");
             f->model.engine.embeddings = true;
-            auto engine = Engine::load(f->model.engine);
+            auto engine = load_engine(f->model.engine);
             const std::vector<int32_t> ids = engine->tokenize(text, /*add_special=*/true, /*parse_special=*/false);
             if (ids.empty()) throw Error(ErrorCode::InvalidArgument, "the text has no tokens");
             auto session = engine->new_session();

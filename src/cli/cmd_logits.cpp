@@ -29,7 +29,7 @@ Command add_logits_command(CLI::App& app) {
   cmd->add_flag("--all-positions", f->all_positions, "logits of every position (default: only the last)");
   cmd->add_option("-o,--output", f->output, "output .safetensors file")->required();
   return {cmd, [f]() {
-            auto engine = Engine::load(f->model.engine);
+            auto engine = load_engine(f->model.engine);
             std::vector<int32_t> tokens;
             if (!f->token_ids.empty()) tokens = parse_token_ids(f->token_ids);
             else if (!f->prompt.empty()) tokens = engine->tokenize(f->prompt, true, false);

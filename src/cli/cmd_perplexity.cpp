@@ -41,7 +41,7 @@ Command add_perplexity_command(CLI::App& app) {
             if (n_ctx < 4) throw Error(ErrorCode::InvalidArgument, "the context (-c) must be at least 4 tokens");
             const std::string text = read_file(f->file);
             const auto t0 = std::chrono::steady_clock::now();
-            auto engine = Engine::load(f->model.engine);
+            auto engine = load_engine(f->model.engine);
             std::vector<int32_t> tokens = engine->tokenize(text, /*add_special=*/true, /*parse_special=*/false);
             // The model adds BOS iff tokenizing an empty text with special tokens yields a leading token.
             const std::vector<int32_t> probe = engine->tokenize("", true, false);

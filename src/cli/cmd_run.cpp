@@ -66,7 +66,7 @@ Command add_run_command(CLI::App& app) {
 
             using clock = std::chrono::steady_clock;
             const auto t0 = clock::now();
-            auto engine = Engine::load(f->model.engine);
+            auto engine = load_engine(f->model.engine);
             if (f->verbose)
               std::fprintf(stderr, "cera: %s (%s, %d layers) on %s\n", engine->info().name.c_str(),
                            engine->info().arch.c_str(), engine->info().n_layer, engine->info().backend.c_str());

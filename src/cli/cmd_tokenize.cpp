@@ -43,7 +43,7 @@ Command add_tokenize_command(CLI::App& app) {
               const std::string tc = path + "/tokenizer_config.json";
               tok = std::make_unique<Tokenizer>(vocab_from_hf(path + "/tokenizer.json", hf::is_file(tc) ? tc : std::string()));
             } else {
-              engine = Engine::load(f->model.engine);
+              engine = load_engine(f->model.engine);
             }
             auto encode = [&](const std::string& s) {
               const auto ids = tok ? tok->encode(s, f->add_special, f->parse_special)

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -26,6 +27,17 @@ void add_model_flags(CLI::App& cmd, ModelFlags& f, bool model_required) {
   cmd.add_option("-c,--ctx-size", f.engine.n_ctx, "context size in tokens")->capture_default_str()->check(CLI::PositiveNumber);
   cmd.add_option("-b,--batch-size", f.engine.n_batch, "largest prompt chunk processed in one step (default: 512 on the CPU, 4096 on a GPU)")
       ->check(CLI::PositiveNumber);
+}
+
+std::unique_ptr<Engine> load_engine(const EngineOptions& options) {
+  auto engine = Engine::load(options);
+  const int32_t trained = engine->info().n_ctx_train;
+  if (trained > 0 && options.n_ctx > trained)
+    std::fprintf(stderr,
+                 "cera: warning: context size %d is longer than the model's training context (%d tokens); "
+                 "text past %d tokens may degrade\n",
+                 options.n_ctx, trained, trained);
+  return engine;
 }
 
 std::string read_file(const std::string& path) {

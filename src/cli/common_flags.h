@@ -14,6 +14,9 @@ struct ModelFlags {
 };
 
 void add_model_flags(CLI::App& cmd, ModelFlags& flags, bool model_required = true);
+// Engine::load, and a warning on stderr when the context (-c) is longer than the model's training
+// context (as llama.cpp warns): positions past it may still run, with no promise about quality.
+std::unique_ptr<Engine> load_engine(const EngineOptions& options);
 // Reads a text file whole (for -f); throws cera::Error(NotFound/Io).
 std::string read_file(const std::string& path);
 // "1,2,3" -> ids; throws cera::Error(InvalidArgument) naming the bad element.

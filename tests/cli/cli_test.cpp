@@ -179,6 +179,18 @@ TEST(Cli, BenchPrintsLlamaBenchRows) {
   EXPECT_NE(r.out.find("| tg4 |"), std::string::npos) << r.out;
 }
 
+// A context past the model's training context runs, with a warning that names both (as llama.cpp).
+TEST(Cli, ContextPastTheTrainingContextWarns) {
+  Result r = run_cera("run -m " + bf16_model() + " -p hi -n 1 --temp 0 -c 8192");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("context size 8192 is longer than the model's training context (4096 tokens)"),
+            std::string::npos)
+      << r.err;
+  r = run_cera("run -m " + bf16_model() + " -p hi -n 1 --temp 0 -c 4096");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("training context"), std::string::npos) << r.err;
+}
+
 // -o json / jsonl / csv as llama-bench: machine-readable rows with what each test ran.
 TEST(Cli, BenchWritesJsonJsonlAndCsv) {
   const std::string common = "bench -m " + bf16_model() + " -p 8 -n 2 -d 0,16 -r 2 -t 1";
