@@ -163,6 +163,10 @@ Command add_bench_command(CLI::App& app) {
               return depth > 0 ? test + " @ d" + std::to_string(depth) : test;
             };
             for (int32_t depth : f->n_depth) {
+              // Filling the context is untimed but not free (on a CPU, seconds per repetition): say so.
+              if (depth > 0)
+                std::fprintf(stderr, "cera bench: each test at depth %d first fills a %d-token context (untimed)\n",
+                             depth, depth);
               for (int32_t n : f->n_prompt) {
                 if (n <= 0) continue;
                 std::vector<int32_t> prompt(static_cast<size_t>(n));

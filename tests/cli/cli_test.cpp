@@ -231,6 +231,7 @@ TEST(Cli, BenchAtDepthPrintsARowPerDepth) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* test : {"| pp8 |", "| tg2 |", "| pp8 @ d40 |", "| tg2 @ d40 |"})
     EXPECT_NE(r.out.find(test), std::string::npos) << test << " in " << r.out;
+  EXPECT_NE(r.err.find("fills a 40-token context"), std::string::npos) << "the untimed fill is announced: " << r.err;
 }
 
 }  // namespace
