@@ -868,9 +868,11 @@ FusedShape fused_shape(int32_t n_tokens, int32_t group, int32_t context_span) {
 
 bool attention_decode_fused_supported(int32_t head_dim) { return head_dim <= 256; }
 
-size_t attention_decode_counters(int32_t n_tokens, const AttentionShape& sh) {  // one a block row
-  const int32_t group = sh.n_head / sh.n_head_kv;  // the most head chunks: a one-token step's
-  return size_t(n_tokens) * size_t(sh.n_head_kv) * size_t(group);  // one head a chunk at most
+// One counter per (token, head chunk); a chunk has at least one q head, so a KV head has at most
+// `group` chunks (fused_shape's smallest chunk is one head).
+size_t attention_decode_counters(int32_t n_tokens, const AttentionShape& sh) {
+  const int32_t group = sh.n_head / sh.n_head_kv;
+  return size_t(n_tokens) * size_t(sh.n_head_kv) * size_t(group);
 }
 
 void attention_decode_fused(const KvLayer& kv, const StepView& step, int32_t n_tokens, const DecodeQkv& qkv,
@@ -882,9 +884,9 @@ void attention_decode_fused(const KvLayer& kv, const StepView& step, int32_t n_t
   const int32_t group = sh.n_head / sh.n_head_kv;
   const FusedShape shape = fused_shape(n_tokens, group, context_span);
   const int32_t chunks = (group + shape.heads - 1) / shape.heads;
+  const int32_t span = shape.clusters ? context_span : 0;  // 0: a grid of kDecodeSplits single blocks
   auto launch = [&](auto hd) {
     constexpr int kMaxHd = decltype(hd)::value;
-    const int32_t span = shape.clusters ? context_span : 0;  // 0: a grid of kDecodeSplits single blocks
     switch (shape.heads) {
       case 1: launch_decode_fused<kMaxHd, 1>(kv, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, span, s); break;
       case 2: launch_decode_fused<kMaxHd, 2>(kv, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, span, s); break;

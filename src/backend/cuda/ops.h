@@ -124,7 +124,6 @@ size_t attention_decode_counters(int32_t n_tokens, const AttentionShape& shape);
 // its KV head (attention.cu). A step's graph is captured with one span; any span is correct at any
 // context length.
 inline constexpr int32_t kClusterMinKeys = 128;
-inline constexpr int32_t kClusterMaxSpan = 1024;  // 8 splits of 128 keys (head dims ≤ 64)
 inline constexpr int32_t kLongContextSpan = 4096;
 // 0 up to kClusterMinKeys keys, else max_keys rounded up to kClusterMinKeys times a power of two,
 // at most kLongContextSpan: few distinct values, so few graphs per batch shape.
