@@ -118,6 +118,7 @@ std::vector<double> run_steps(const Shape& sh, const char* kernel) {
 
 TEST_P(CudaAttentionF16, PrefillMatchesCpuWithinF16Rounding) {
   CERA_REQUIRE_CUDA();
+  const test::ScopedEnv whole("CERA_CUDA_ATTENTION_SPLITS", "1");  // each row's keys in one block
   const std::vector<double> f16 = run_steps(GetParam(), "f16");
   for (size_t i = 0; i < f16.size(); ++i) {
     EXPECT_LE(f16[i], kF16Bound) << "f16 kernel, step " << i;
@@ -129,6 +130,22 @@ TEST_P(CudaAttentionF16, PrefillMatchesCpuWithinF16Rounding) {
   // The same steps on the 3xTF32 kernel: the harness itself agrees with the CPU to fp32 accuracy.
   const std::vector<double> tf32 = run_steps(GetParam(), "tf32");
   for (size_t i = 0; i < tf32.size(); ++i) EXPECT_LE(tf32[i], kF32Bound) << "tf32 kernel, step " << i;
+}
+
+// The same steps with each row's keys split into ranges (ops.h PrefillSplit) and merged: 3 ranges of
+// 128 keys and 6 of 64 over sequence 0's 337 keys, so rows span one to six ranges, and the short
+// sequences' rows only the first (their blocks in later ranges write nothing). Same bound: a range
+// changes only where the softmax's running max is taken, which f16 rounding of P sees as noise.
+TEST_P(CudaAttentionF16, PrefillSplitOverKeyRangesMatchesCpu) {
+  CERA_REQUIRE_CUDA();
+  for (const char* ranges : {"3", "8"}) {
+    const test::ScopedEnv split("CERA_CUDA_ATTENTION_SPLITS", ranges);
+    const std::vector<double> f16 = run_steps(GetParam(), "f16");
+    for (size_t i = 0; i < f16.size(); ++i) {
+      EXPECT_LE(f16[i], kF16Bound) << ranges << " ranges, step " << i;
+      EXPECT_GT(f16[i], 2.5 * kF32Bound) << ranges << " ranges, step " << i << ": no f16 rounding visible";
+    }
+  }
 }
 
 // The kernel's variants: head dims 64 and 128; 8 warps per block (tiles of 128+ rows: groups 4, 8,

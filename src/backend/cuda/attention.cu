@@ -808,17 +808,33 @@ void store_kv(const KvLayer& kv, const StepView& step, const float* k, int64_t k
   CERA_CUDA_CHECK_LAUNCH();
 }
 
-void attention_prefill(const KvLayer& kv, const StepView& step, int32_t n_tiles, const float* q, int64_t qs,
-                       float* out, int64_t os, const AttentionShape& sh, cudaStream_t s,
-                       AttentionPrecision precision) {
-  if (n_tiles <= 0) return;
+namespace {
+bool takes_f16_kernel(const AttentionShape& sh, AttentionPrecision precision) {
   const PrefillOverride forced = prefill_override();
   const bool f16 = forced == PrefillOverride::F16 ||
                    (forced == PrefillOverride::None && precision == AttentionPrecision::F16);
-  if (forced != PrefillOverride::Simt && f16 && attention_prefill_f16_supported(sh.head_dim)) {
-    attention_prefill_f16(kv, step, n_tiles, q, qs, out, os, sh, s);
+  return f16 && attention_prefill_f16_supported(sh.head_dim);
+}
+}  // namespace
+
+PrefillSplit attention_prefill_plan(int32_t n_tiles, int32_t max_keys, const AttentionShape& sh,
+                                    AttentionPrecision precision) {
+  if (n_tiles <= 0 || !takes_f16_kernel(sh, precision)) return {};  // only the f16 kernel splits its keys
+  const char* e = std::getenv("CERA_CUDA_ATTENTION_SPLITS");  // per call, like CERA_CUDA_ATTENTION
+  const int32_t forced = e ? std::max(0, std::atoi(e)) : 0;
+  return plan_prefill_key_splits(attention_prefill_f16_blocks(n_tiles, sh), max_keys, attention_prefill_f16_wave(sh),
+                                 forced);
+}
+
+void attention_prefill(const KvLayer& kv, const StepView& step, int32_t n_tiles, const float* q, int64_t qs,
+                       float* out, int64_t os, const AttentionShape& sh, cudaStream_t s,
+                       AttentionPrecision precision, const PrefillSplit& split, float* partial, int32_t n_tokens) {
+  if (n_tiles <= 0) return;
+  if (takes_f16_kernel(sh, precision)) {
+    attention_prefill_f16(kv, step, n_tiles, q, qs, out, os, sh, s, split, partial, n_tokens);
     return;
   }
+  const PrefillOverride forced = prefill_override();
   if (forced != PrefillOverride::Simt && attention_prefill_tc_supported(sh.head_dim)) {
     attention_prefill_tc(kv, step, n_tiles, q, qs, out, os, sh, s);
     return;

@@ -31,11 +31,14 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/device_attribute.h"
 #include "backend/cuda/ops.h"
 #include "backend/cuda/pdl.h"
+#include "cera/error.h"
 
 namespace cera::cuda {
 namespace {
@@ -85,12 +88,21 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
                : "r"(addr));
 }
 
-// grid (n_tiles, n_head_kv × row_chunks), NW × 32 threads. HD 64 fits 128 registers (two blocks of
-// 8 warps per SM); HD 128 needs more (O alone is 64), so one block of 8 or two of 4.
+// A split launch's results for one key range (blockIdx.z): per (range, token, q head) row, the
+// unnormalized O, then the running max (log2 units) and the row sum; rows that see no key of the
+// range are not written (the merge skips them by the same rule).
+struct SplitOut {
+  float* partial;  // null: no split, normalized rows go straight to `out`
+  int32_t split_keys;
+  int32_t n_tokens;  // the step's tokens: a range's rows are [n_tokens][n_head]
+};
+
+// grid (n_tiles, n_head_kv × row_chunks, key ranges), NW × 32 threads. HD 64 fits 128 registers
+// (two blocks of 8 warps per SM); HD 128 needs more (O alone is 64), so one block of 8 or two of 4.
 template <int HD, int NW>
 __global__ void __launch_bounds__(NW * 32, HD == 64 ? 16 / NW : 1)
     prefill_f16_kernel(KvLayer kv, StepView step, const float* q, int64_t qs, float* out, int64_t os,
-                       AttentionShape sh, int32_t group, int32_t row_chunks) {
+                       AttentionShape sh, int32_t group, int32_t row_chunks, SplitOut split) {
   pdl_launch_dependents();
   pdl_wait();  // pdl.h: nothing above reads inputs or writes
   using C = F16Cfg<HD, NW>;
@@ -117,9 +129,12 @@ __global__ void __launch_bounds__(NW * 32, HD == 64 ? 16 / NW : 1)
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
-  // Keys the block needs: through the KV index of its last row's token.
+  // Keys the block needs: through the KV index of its last row's token, within its key range.
   const int32_t base_pos = sq.n_past + tile.first_local;
-  const int32_t n_keys = base_pos + (min(n_rows, row0 + C::kRows) - 1) / group + 1;
+  const int32_t key_begin = split.partial ? int32_t(blockIdx.z) * split.split_keys : 0;
+  int32_t n_keys = base_pos + (min(n_rows, row0 + C::kRows) - 1) / group + 1;
+  if (key_begin >= n_keys) return;  // no row of the block reaches this range (uniform)
+  if (split.partial) n_keys = min(n_keys, key_begin + split.split_keys);
   // This warp's rows; a warp wholly past the tile still loads and syncs, but computes nothing.
   const int32_t wrow0 = row0 + warp * 16;
   const bool warp_active = wrow0 < n_rows;
@@ -129,6 +144,7 @@ __global__ void __launch_bounds__(NW * 32, HD == 64 ? 16 / NW : 1)
   const int32_t warp_unmasked_end = wrow0 + 16 <= n_rows ? base_pos + wrow0 / group : -1;
 
   // The lane's two rows: g (r = 0) and g + 8 (r = 1). An idle row gets q_pos −1: every key masked.
+  // In a split, o_off is the row's offset in `partial`, −1 where the row sees no key of the range.
   int32_t q_pos[2];
   int64_t o_off[2];
   const float* q_row[2];
@@ -140,7 +156,13 @@ __global__ void __launch_bounds__(NW * 32, HD == 64 ? 16 / NW : 1)
     const int32_t head = kvh * group + (valid ? row % group : 0);
     const int64_t batch_row = sq.first_token + local;
     q_pos[r] = valid ? sq.n_past + local : -1;
-    o_off[r] = valid ? batch_row * os + int64_t(head) * HD : -1;
+    if (split.partial)
+      o_off[r] = valid && q_pos[r] >= key_begin
+                     ? ((int64_t(blockIdx.z) * split.n_tokens + batch_row) * sh.n_head + head) *
+                           (HD + kPrefillPartialStride)
+                     : -1;
+    else
+      o_off[r] = valid ? batch_row * os + int64_t(head) * HD : -1;
     q_row[r] = valid ? q + batch_row * qs + int64_t(head) * HD : nullptr;
   }
   // Q·scale·log2(e) as f16 A fragments, for the whole head dim (zeros for idle rows).
@@ -205,17 +227,18 @@ __global__ void __launch_bounds__(NW * 32, HD == 64 ? 16 / NW : 1)
   float m[2] = {-INFINITY, -INFINITY};  // running max, log2 units
   float l[2] = {0.f, 0.f};  // this lane's share of the row sums (its columns); quad-summed at the end
 
+  const int32_t kt0 = key_begin / KT;  // a range starts on a key tile (kPrefillSplitAlign)
   const int32_t n_kt = (n_keys + KT - 1) / KT;
-  fetch(0, 0);
-  stash(0, 0);
-  fetch(0, 1);
-  stash(0, 1);
+  fetch(kt0, 0);
+  stash(kt0 & 1, 0);
+  fetch(kt0, 1);
+  stash(kt0 & 1, 1);
   __syncthreads();
   // Tile kt + 1 goes into the other buffer while tile kt is used (that buffer's last reads were
   // before the previous barrier): its K loads are in flight during the first half of tile kt's
   // math, its V loads during the second. The math runs over sub-tiles of KS keys (S, softmax, P·V
   // each), which keeps S's registers at KS / 2 per lane.
-  for (int32_t kt = 0; kt < n_kt; ++kt) {
+  for (int32_t kt = kt0; kt < n_kt; ++kt) {
     const bool more = kt + 1 < n_kt;
     if (more) fetch(kt + 1, 0);
     const uint32_t kb = uint32_t(__cvta_generic_to_shared(&kvs[kt & 1][0][0]));
@@ -313,23 +336,84 @@ __global__ void __launch_bounds__(NW * 32, HD == 64 ? 16 / NW : 1)
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     if (o_off[r] < 0) continue;
-    const float inv = 1.f / l[r];
-    float* dst = out + o_off[r];
+    const float inv = split.partial ? 1.f : 1.f / l[r];  // a range's O stays unnormalized for the merge
+    float* dst = (split.partial ? split.partial : out) + o_off[r];
 #pragma unroll
     for (int n = 0; n < NO; ++n) {
       dst[8 * n + 2 * t] = o[n][2 * r] * inv;
       dst[8 * n + 2 * t + 1] = o[n][2 * r + 1] * inv;
     }
+    if (split.partial && t == 0) {
+      dst[HD] = m[r];
+      dst[HD + 1] = l[r];
+    }
   }
 }
 
+// The merge of a split launch: grid (n_tiles, ⌈kAttentionTileTokens · n_head / 8⌉), 8 warps, a warp
+// per (token, q head) row — independent rows, so their loads overlap (a warp looping over a tile's
+// tokens made the merge a chain of dependent loads that cost more than the split saved). Lane z <
+// the row's ranges holds range z's max and sum; each lane then sums HD / 32 consecutive output dims
+// over the ranges, weighted by 2^(max_z − max).
+constexpr int kMergeWarps = 8;
+template <int HD>
+__global__ void __launch_bounds__(kMergeWarps * 32)
+    prefill_merge_kernel(StepView step, AttentionShape sh, SplitOut split, int32_t splits, float* out, int64_t os) {
+  pdl_launch_dependents();
+  pdl_wait();  // pdl.h: nothing above reads inputs or writes
+  constexpr int E = HD / 32;  // dims per lane: 2 or 4
+  constexpr int64_t kRow = HD + kPrefillPartialStride;
+  const int lane = threadIdx.x % 32;
+  const int32_t w = int32_t(blockIdx.y) * kMergeWarps + int32_t(threadIdx.x / 32);
+  const AttentionTile tile = step.tiles[blockIdx.x];
+  const int32_t j = w / sh.n_head, head = w % sh.n_head;
+  if (j >= tile.n_tokens) return;
+  const DeviceSeq sq = step.seqs[tile.seq];
+  const int32_t local = tile.first_local + j;
+  const int64_t batch_row = sq.first_token + local;
+  const int32_t ranges = min(splits, (sq.n_past + local) / split.split_keys + 1);  // those with a visible key
+  const int64_t range_stride = int64_t(split.n_tokens) * sh.n_head * kRow;
+  const float* row = split.partial + (batch_row * sh.n_head + head) * kRow;
+  const float mz = lane < ranges ? row[lane * range_stride + HD] : -INFINITY;
+  const float lz = lane < ranges ? row[lane * range_stride + HD + 1] : 0.f;
+  float mx = mz;
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  const float wz = lane < ranges ? exp2f(mz - mx) : 0.f;
+  float sum = wz * lz;
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  float acc[E] = {};
+  for (int32_t z = 0; z < ranges; ++z) {
+    const float weight = __shfl_sync(0xffffffffu, wz, z);
+    const float* src = row + z * range_stride + lane * E;
+#pragma unroll
+    for (int e = 0; e < E; ++e) acc[e] += weight * src[e];
+  }
+  const float inv = 1.f / sum;
+  float* dst = out + batch_row * os + int64_t(head) * HD + lane * E;
+#pragma unroll
+  for (int e = 0; e < E; ++e) dst[e] = acc[e] * inv;
+}
+
+// Rows per block: a tile of a KV group of at most 2 (at most 64 rows) fits 4 warps.
+int rows_per_block(int32_t group) { return kAttentionTileTokens * group <= 64 ? 64 : 128; }
+
 template <int HD, int NW>
 void launch(const KvLayer& kv, const StepView& step, int32_t n_tiles, const float* q, int64_t qs, float* out,
-            int64_t os, const AttentionShape& sh, int32_t group, cudaStream_t s) {
+            int64_t os, const AttentionShape& sh, int32_t group, const PrefillSplit& split, float* partial,
+            int32_t n_tokens, cudaStream_t s) {
   constexpr int rows = F16Cfg<HD, NW>::kRows;
   const int32_t chunks = (kAttentionTileTokens * group + rows - 1) / rows;
-  const dim3 grid(unsigned(n_tiles), unsigned(sh.n_head_kv * chunks));
-  launch_pdl(prefill_f16_kernel<HD, NW>, grid, dim3(NW * 32), 0, s, kv, step, q, qs, out, os, sh, group, chunks);
+  const bool splitting = split.splits > 1;
+  const SplitOut so{splitting ? partial : nullptr, split.split_keys, n_tokens};
+  const dim3 grid(unsigned(n_tiles), unsigned(sh.n_head_kv * chunks), unsigned(splitting ? split.splits : 1));
+  launch_pdl(prefill_f16_kernel<HD, NW>, grid, dim3(NW * 32), 0, s, kv, step, q, qs, out, os, sh, group, chunks, so);
+  CERA_CUDA_CHECK_LAUNCH();
+  if (!splitting) return;
+  const int32_t tile_rows = kAttentionTileTokens * sh.n_head;  // a warp per (token, q head)
+  launch_pdl(prefill_merge_kernel<HD>, dim3(unsigned(n_tiles), unsigned((tile_rows + kMergeWarps - 1) / kMergeWarps)),
+             dim3(kMergeWarps * 32), 0, s, step, sh, so, split.splits, out, os);
   CERA_CUDA_CHECK_LAUNCH();
 }
 
@@ -337,21 +421,56 @@ void launch(const KvLayer& kv, const StepView& step, int32_t n_tiles, const floa
 
 bool attention_prefill_f16_supported(int32_t head_dim) { return head_dim == 64 || head_dim == 128; }
 
-void attention_prefill_f16(const KvLayer& kv, const StepView& step, int32_t n_tiles, const float* q, int64_t qs,
-                           float* out, int64_t os, const AttentionShape& sh, cudaStream_t s) {
-  if (n_tiles <= 0) return;
+int64_t attention_prefill_f16_blocks(int32_t n_tiles, const AttentionShape& sh) {
   const int32_t group = sh.n_head / sh.n_head_kv;
-  const bool narrow = kAttentionTileTokens * group <= 64;  // a tile fits 4 warps
+  const int rows = rows_per_block(group);
+  return int64_t(n_tiles) * sh.n_head_kv * ((kAttentionTileTokens * group + rows - 1) / rows);
+}
+
+int64_t attention_prefill_f16_wave(const AttentionShape& sh) {
+  // Resident blocks of the shape's variant (registers and shared memory decide: 1 to 4 an SM), read
+  // once per variant: a process drives one kind of GPU.
+  auto wave = [](auto kernel, int threads) {
+    int per_sm = 0;
+    CERA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+    return int64_t(std::max(per_sm, 1)) * current_device_attribute(cudaDevAttrMultiProcessorCount);
+  };
+  const bool narrow = rows_per_block(sh.n_head / sh.n_head_kv) == 64;
+  if (sh.head_dim == 64) {
+    if (narrow) {
+      static const int64_t w = wave(prefill_f16_kernel<64, 4>, 4 * 32);
+      return w;
+    }
+    static const int64_t w = wave(prefill_f16_kernel<64, 8>, 8 * 32);
+    return w;
+  }
+  if (narrow) {
+    static const int64_t w = wave(prefill_f16_kernel<128, 4>, 4 * 32);
+    return w;
+  }
+  static const int64_t w = wave(prefill_f16_kernel<128, 8>, 8 * 32);
+  return w;
+}
+
+void attention_prefill_f16(const KvLayer& kv, const StepView& step, int32_t n_tiles, const float* q, int64_t qs,
+                           float* out, int64_t os, const AttentionShape& sh, cudaStream_t s, const PrefillSplit& split,
+                           float* partial, int32_t n_tokens) {
+  if (n_tiles <= 0) return;
+  if (split.splits > 1 && (!partial || n_tokens <= 0 || split.splits > kPrefillSplitMax ||
+                           split.split_keys <= 0 || split.split_keys % kPrefillSplitAlign != 0))
+    throw Error(ErrorCode::Internal, "prefill attention: a key split without its scratch or with a bad range");
+  const int32_t group = sh.n_head / sh.n_head_kv;
+  const bool narrow = rows_per_block(group) == 64;
   if (sh.head_dim == 64) {
     if (narrow)
-      launch<64, 4>(kv, step, n_tiles, q, qs, out, os, sh, group, s);
+      launch<64, 4>(kv, step, n_tiles, q, qs, out, os, sh, group, split, partial, n_tokens, s);
     else
-      launch<64, 8>(kv, step, n_tiles, q, qs, out, os, sh, group, s);
+      launch<64, 8>(kv, step, n_tiles, q, qs, out, os, sh, group, split, partial, n_tokens, s);
   } else {
     if (narrow)
-      launch<128, 4>(kv, step, n_tiles, q, qs, out, os, sh, group, s);
+      launch<128, 4>(kv, step, n_tiles, q, qs, out, os, sh, group, split, partial, n_tokens, s);
     else
-      launch<128, 8>(kv, step, n_tiles, q, qs, out, os, sh, group, s);
+      launch<128, 8>(kv, step, n_tiles, q, qs, out, os, sh, group, split, partial, n_tokens, s);
   }
 }
 

@@ -399,6 +399,7 @@ class CudaBackend final : public Backend {
     n_tokens_ = T;
     n_seqs_ = S;
     n_out_ = n_out;
+    max_keys_ = max_keys;
     context_span_ = cuda::decode_context_span(max_keys);
     decode_ = decode_shaped && S == T;
 
@@ -657,6 +658,10 @@ class CudaBackend final : public Backend {
     const cuda::AttentionShape sh{p.n_head, p.n_head_kv, p.head_dim, p.scale};
     if (decode_ && mode_ == Mode::Eager && partial_.ensure(sizeof(float) * cuda::attention_decode_partials(n_tokens_, sh)))
       invalidate_graphs();  // captured steps read the old buffer
+    // Prefill steps are never captured: their key split's scratch may grow at any step.
+    const cuda::PrefillSplit split =
+        decode_ ? cuda::PrefillSplit{} : cuda::attention_prefill_plan(n_tiles_, max_keys_, sh, attention_precision_);
+    prefill_partial_.ensure(sizeof(float) * cuda::attention_prefill_partials(n_tokens_, sh, split));
     if (!begin_op("attention")) return;
     const cuda::KvLayer kv = kv_layer(layer);
     cuda::store_kv(kv, view_, k.f32(), stride(k), v.f32(), stride(v), n_tokens_, stream_);
@@ -665,7 +670,7 @@ class CudaBackend final : public Backend {
                              partial_.as<float>(), stream_);
     else
       cuda::attention_prefill(kv, view_, n_tiles_, q.f32(), stride(q), out.f32(), stride(out), sh, stream_,
-                              attention_precision_);
+                              attention_precision_, split, prefill_partial_.as<float>(), n_tokens_);
   }
 
   // Decode of up to kFusedAttentionMaxTokens sequences: the q/k norm, RoPE, K/V store, split-K
@@ -1010,6 +1015,7 @@ class CudaBackend final : public Backend {
 
   Mode mode_ = Mode::Idle;
   std::string trace_path_;  // CERA_CUDA_TRACE_FILE (trace.h)
+  int32_t max_keys_ = 0;      // the step's longest context (KV entries after the step)
   int32_t context_span_ = 0;  // cuda::decode_context_span of the step's longest context
   std::map<StepKey, std::unique_ptr<CudaGraph>> graphs_;
   std::set<StepKey> seen_;
@@ -1019,6 +1025,7 @@ class CudaBackend final : public Backend {
   cuda::AttentionPrecision attention_precision_ = cuda::AttentionPrecision::F32;
   DeviceBuffer in16_, mid16_;  // fused prefill: the 16-bit GEMM inputs (normed x; SwiGLU output)
   DeviceBuffer partial_;  // decode attention's split results
+  DeviceBuffer prefill_partial_;  // prefill attention's key-range results (cuda::PrefillSplit)
   DeviceBuffer counters_;  // fused decode attention's per-(token, head chunk) split counters, kept zero
   std::map<std::tuple<int32_t, float, float, const float*>, DeviceBuffer> rope_tables_;
   PinnedBuffer read_host_, shift_host_, argmax_host_;

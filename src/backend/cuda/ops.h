@@ -73,12 +73,41 @@ void store_kv(const KvLayer& kv, const StepView& step, const float* k, int64_t k
 // The arithmetic of prefill attention's tensor-core kernels: F32 = 3xTF32 (fp32 accuracy, for F32
 // models), F16 = f16 inputs with f32 accumulation (for 16-bit and quantized models).
 enum class AttentionPrecision { F32, F16 };
+// How a prefill attention launch divides each row's keys (a plan, then the run: FlashInfer's split).
+// A step of few query tiles over a long context — a chat turn after a long history — gives one
+// block per (tile, KV head) thousands of keys while most SMs idle; splitting the keys into ranges
+// fills the GPU, and a second launch merges each row's ranges.
+struct PrefillSplit {
+  int32_t splits = 1;      // key ranges per row; 1: one launch, no scratch
+  int32_t split_keys = 0;  // keys per range (a multiple of kPrefillSplitAlign); range z is [z·split_keys, ...)
+};
+inline constexpr int32_t kPrefillSplitAlign = 64;   // a whole number of every kernel variant's key tiles
+inline constexpr int32_t kPrefillSplitMax = 32;     // the merge takes one range per lane
+inline constexpr int32_t kPrefillMinSplitKeys = 256;  // below this a range's merge costs more than it gains
+inline constexpr int32_t kPrefillPartialStride = 4;   // floats after a range's head_dim outputs: max, sum, pad
+// attention_prefill_plan.cpp (pure, no device): the split for a launch of `blocks` blocks whose rows
+// see at most max_keys keys, on a device that holds wave_blocks of them at once; `forced` > 0 asks
+// for that many ranges.
+PrefillSplit plan_prefill_key_splits(int64_t blocks, int32_t max_keys, int64_t wave_blocks, int32_t forced = 0);
+// The plan for this launch: a split where the kernel the shape and precision pick can split its keys
+// (the f16 kernel), else none. CERA_CUDA_ATTENTION_SPLITS=N forces N ranges (tests, experiments).
+PrefillSplit attention_prefill_plan(int32_t n_tiles, int32_t max_keys, const AttentionShape& shape,
+                                    AttentionPrecision precision);
+// Scratch floats a split launch needs: every (range, token, q head) row's outputs, max and sum.
+inline size_t attention_prefill_partials(int32_t n_tokens, const AttentionShape& shape, const PrefillSplit& split) {
+  if (split.splits <= 1) return 0;
+  return size_t(split.splits) * size_t(n_tokens) * size_t(shape.n_head) *
+         size_t(shape.head_dim + kPrefillPartialStride);
+}
 // Causal attention for every token of the step, over the step's tiles (StepView::tiles). Head dims
 // 64 and 128 take a tensor-core kernel of the given precision, others the SIMT kernel (fp32). The
-// environment overrides the choice: CERA_CUDA_ATTENTION=simt | tf32 | f16 (read per call).
+// environment overrides the choice: CERA_CUDA_ATTENTION=simt | tf32 | f16 (read per call). A split
+// from attention_prefill_plan (same arguments) needs `partial` of attention_prefill_partials floats
+// and n_tokens, the step's token count.
 void attention_prefill(const KvLayer& kv, const StepView& step, int32_t n_tiles, const float* q, int64_t q_stride,
                        float* out, int64_t out_stride, const AttentionShape& shape, cudaStream_t s,
-                       AttentionPrecision precision = AttentionPrecision::F32);
+                       AttentionPrecision precision = AttentionPrecision::F32, const PrefillSplit& split = {},
+                       float* partial = nullptr, int32_t n_tokens = 0);
 // attention_prefill_tc.cu: the same prefill attention on tensor cores (mma.sync 3xTF32, fp32
 // accuracy) for the head dims it supports.
 bool attention_prefill_tc_supported(int32_t head_dim);
@@ -87,8 +116,13 @@ void attention_prefill_tc(const KvLayer& kv, const StepView& step, int32_t n_til
 // attention_prefill_f16.cu: the same on tensor cores with f16 inputs (Q·scale, K, V, P rounded to
 // f16; scores, softmax and accumulation in f32), for head dims 64 and 128.
 bool attention_prefill_f16_supported(int32_t head_dim);
+// A split (splits > 1) writes each row's ranges to `partial` and merges them into `out`.
 void attention_prefill_f16(const KvLayer& kv, const StepView& step, int32_t n_tiles, const float* q, int64_t q_stride,
-                           float* out, int64_t out_stride, const AttentionShape& shape, cudaStream_t s);
+                           float* out, int64_t out_stride, const AttentionShape& shape, cudaStream_t s,
+                           const PrefillSplit& split = {}, float* partial = nullptr, int32_t n_tokens = 0);
+// Blocks of one (unsplit) f16 launch over n_tiles tiles, and how many of them the device holds at once.
+int64_t attention_prefill_f16_blocks(int32_t n_tiles, const AttentionShape& shape);
+int64_t attention_prefill_f16_wave(const AttentionShape& shape);
 // Attention for steps where every sequence has one token (T == n_seqs): splits each sequence's keys
 // into kDecodeSplits ranges; `partial` holds attention_decode_partials(T, shape) floats.
 inline constexpr int32_t kDecodeSplits = 16;
