@@ -90,7 +90,8 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options) {
 
   // Size the prefix cache from its memory budget: KV blocks plus one conv checkpoint per interval.
   const StateLayout unit = impl->model->state_layout(sc.kv_block_size, 1, 1);
-  const double kv_block_bytes = double(unit.n_attention_layers) * 2 * sc.kv_block_size * unit.kv_dim * 4;
+  const double kv_block_bytes =
+      double(unit.n_attention_layers) * 2 * sc.kv_block_size * unit.kv_dim * double(impl->backend->kv_element_bytes());
   const double checkpoint_bytes = double(unit.n_conv_layers) * unit.conv_state_dim * 4;
   const double blocks_per_checkpoint = double(interval / sc.kv_block_size);
   const double bytes_per_block = kv_block_bytes + checkpoint_bytes / blocks_per_checkpoint;

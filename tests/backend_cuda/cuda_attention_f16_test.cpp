@@ -50,12 +50,18 @@ constexpr double kF32Bound = 2e-5;
 class CudaAttentionF16 : public ::testing::TestWithParam<Shape> {};
 
 // Runs the steps on the CPU backend and on the CUDA backend with the given kernel override; returns
-// each step's rel_diff. Checks the poison around the step's output on the way.
-std::vector<double> run_steps(const Shape& sh, const char* kernel) {
+// each step's rel_diff. Checks the poison around the step's output on the way. kv_f16: the CUDA
+// cache holds f16 and the CPU stores K/V rounded to f16 values (the kernel then copies f16 tiles
+// as they are instead of converting f32 ones; the bound is the same).
+std::vector<double> run_steps(const Shape& sh, const char* kernel, bool kv_f16 = false) {
   const test::ScopedEnv env("CERA_CUDA_ATTENTION", kernel);
-  auto cpu = make_cpu_backend({2});
+  CpuBackendOptions copts;
+  copts.n_threads = 2;
+  copts.round_kv_to_f16 = kv_f16;
+  auto cpu = make_cpu_backend(copts);
   CudaBackendOptions opts;
   opts.use_graphs = false;
+  opts.kv_cache = kv_f16 ? CudaBackendOptions::KvCache::F16 : CudaBackendOptions::KvCache::F32;
   auto gpu = make_cuda_backend(opts);
   const int32_t hd = sh.head_dim, kv_dim = sh.n_head_kv * hd, qd = sh.n_head * hd;
   const AttentionParams ap{sh.n_head, sh.n_head_kv, hd, 1.f / std::sqrt(float(hd))};
@@ -119,13 +125,16 @@ std::vector<double> run_steps(const Shape& sh, const char* kernel) {
 TEST_P(CudaAttentionF16, PrefillMatchesCpuWithinF16Rounding) {
   CERA_REQUIRE_CUDA();
   const test::ScopedEnv whole("CERA_CUDA_ATTENTION_SPLITS", "1");  // each row's keys in one block
-  const std::vector<double> f16 = run_steps(GetParam(), "f16");
-  for (size_t i = 0; i < f16.size(); ++i) {
-    EXPECT_LE(f16[i], kF16Bound) << "f16 kernel, step " << i;
-    // f16 rounding must show (≈ 3e-4 expected; even a step of one-key rows, O = v rounded to f16,
-    // gives ≈ 1.8e-4): an fp32-accurate result (~1e-6) means the override did not reach the
-    // f16 kernel, and the bound above tested nothing.
-    EXPECT_GT(f16[i], 2.5 * kF32Bound) << "f16 kernel, step " << i << ": no f16 rounding visible";
+  for (const bool kv_f16 : {false, true}) {
+    const std::vector<double> f16 = run_steps(GetParam(), "f16", kv_f16);
+    for (size_t i = 0; i < f16.size(); ++i) {
+      EXPECT_LE(f16[i], kF16Bound) << "f16 kernel, step " << i << (kv_f16 ? ", f16 cache" : "");
+      // f16 rounding must show (≈ 3e-4 expected; even a step of one-key rows, O = v rounded to f16,
+      // gives ≈ 1.8e-4): an fp32-accurate result (~1e-6) means the override did not reach the
+      // f16 kernel, and the bound above tested nothing. (With an f16 cache K and V are exact on
+      // both sides; Q and P are still rounded.)
+      EXPECT_GT(f16[i], 2.5 * kF32Bound) << "f16 kernel, step " << i << ": no f16 rounding visible";
+    }
   }
   // The same steps on the 3xTF32 kernel: the harness itself agrees with the CPU to fp32 accuracy.
   const std::vector<double> tf32 = run_steps(GetParam(), "tf32");
@@ -138,14 +147,15 @@ TEST_P(CudaAttentionF16, PrefillMatchesCpuWithinF16Rounding) {
 // changes only where the softmax's running max is taken, which f16 rounding of P sees as noise.
 TEST_P(CudaAttentionF16, PrefillSplitOverKeyRangesMatchesCpu) {
   CERA_REQUIRE_CUDA();
-  for (const char* ranges : {"3", "8"}) {
-    const test::ScopedEnv split("CERA_CUDA_ATTENTION_SPLITS", ranges);
-    const std::vector<double> f16 = run_steps(GetParam(), "f16");
-    for (size_t i = 0; i < f16.size(); ++i) {
-      EXPECT_LE(f16[i], kF16Bound) << ranges << " ranges, step " << i;
-      EXPECT_GT(f16[i], 2.5 * kF32Bound) << ranges << " ranges, step " << i << ": no f16 rounding visible";
+  for (const char* ranges : {"3", "8"})
+    for (const bool kv_f16 : {false, true}) {
+      const test::ScopedEnv split("CERA_CUDA_ATTENTION_SPLITS", ranges);
+      const std::vector<double> f16 = run_steps(GetParam(), "f16", kv_f16);
+      for (size_t i = 0; i < f16.size(); ++i) {
+        EXPECT_LE(f16[i], kF16Bound) << ranges << " ranges, step " << i << (kv_f16 ? ", f16 cache" : "");
+        EXPECT_GT(f16[i], 2.5 * kF32Bound) << ranges << " ranges, step " << i << ": no f16 rounding visible";
+      }
     }
-  }
 }
 
 // The kernel's variants: head dims 64 and 128; 8 warps per block (tiles of 128+ rows: groups 4, 8,

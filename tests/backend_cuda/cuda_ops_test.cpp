@@ -27,13 +27,19 @@ using test::read;
 using test::rel_diff;
 using test::write;
 
-// The same tensors on the CPU and the CUDA backend.
+// The same tensors on the CPU and the CUDA backend. kv_f16: the CUDA KV cache holds f16, and the
+// CPU stores its K and V rounded to f16 values, so both attend over the same keys and values.
 struct Both {
-  std::unique_ptr<Backend> cpu = make_cpu_backend({2});
+  std::unique_ptr<Backend> cpu;
   std::unique_ptr<Backend> gpu;
-  Both() {
+  explicit Both(bool kv_f16 = false) {
+    CpuBackendOptions c;
+    c.n_threads = 2;
+    c.round_kv_to_f16 = kv_f16;
+    cpu = make_cpu_backend(c);
     CudaBackendOptions o;
     o.use_graphs = false;
+    o.kv_cache = kv_f16 ? CudaBackendOptions::KvCache::F16 : CudaBackendOptions::KvCache::F32;
     gpu = make_cuda_backend(o);
   }
   struct Pair {
@@ -274,8 +280,8 @@ struct AttentionRig {
     Both::Pair q, k, v, out;
   };
 
-  AttentionRig(const AttnShape& sh, int32_t n_layers, int32_t n_blocks, int64_t max_tokens)
-      : hd(sh.head_dim), kv_dim(sh.n_head_kv * sh.head_dim), qd(sh.n_head * sh.head_dim),
+  AttentionRig(const AttnShape& sh, int32_t n_layers, int32_t n_blocks, int64_t max_tokens, bool kv_f16)
+      : b(kv_f16), hd(sh.head_dim), kv_dim(sh.n_head_kv * sh.head_dim), qd(sh.n_head * sh.head_dim),
         ap{sh.n_head, sh.n_head_kv, sh.head_dim, 1.f / std::sqrt(float(sh.head_dim))} {
     StateLayout L;
     L.n_attention_layers = n_layers;
@@ -334,14 +340,24 @@ std::vector<Seq> three_prompts(const std::vector<int32_t>& perm) {
           {1, 0, {perm[8], perm[9]}, -1}};
 }
 
-// (shape, simt): every shape once on the SIMT prefill kernel and once on the default dispatch.
-class CudaAttention : public ::testing::TestWithParam<std::tuple<AttnShape, bool>> {};
+// (shape, simt, kv_f16): every shape once on the SIMT prefill kernel and once on the default
+// dispatch, each with an f32 and an f16 KV cache. An f16 cache is checked against the CPU storing
+// f16-rounded K/V, at the same tolerances; its prefill always takes the SIMT kernel (the default
+// dispatch would take the f16 tensor-core kernel, whose own f16 rounding of Q and P the
+// CudaAttentionF16 tests bound), and `simt` picks the decode splits' merge as it does for f32.
+class CudaAttention : public ::testing::TestWithParam<std::tuple<AttnShape, bool, bool>> {
+ protected:
+  const AttnShape& shape() const { return std::get<0>(GetParam()); }
+  bool simt() const { return std::get<1>(GetParam()); }
+  bool kv_f16() const { return std::get<2>(GetParam()); }
+  test::ScopedEnv prefill_env() const { return attention_kernel_env(simt() || kv_f16()); }
+};
 
 TEST_P(CudaAttention, PagedPrefillThenDecodeMatchCpu) {
   CERA_REQUIRE_CUDA();
-  const AttnShape sh = std::get<0>(GetParam());
-  const test::ScopedEnv env = attention_kernel_env(std::get<1>(GetParam()));
-  AttentionRig rig(sh, 2, 64, 80);
+  const AttnShape sh = shape();
+  const test::ScopedEnv env = prefill_env();
+  AttentionRig rig(sh, 2, 64, 80, kv_f16());
   Both& b = rig.b;
   const std::vector<int32_t> perm = test::shuffled_blocks(64, 7);
   std::vector<Seq> seqs = three_prompts(perm);
@@ -396,9 +412,9 @@ TEST_P(CudaAttention, PagedPrefillThenDecodeMatchCpu) {
 // global memory).
 TEST_P(CudaAttention, FusedDecodeLayerMatchesCpu) {
   CERA_REQUIRE_CUDA();
-  const AttnShape sh = std::get<0>(GetParam());
-  const test::ScopedEnv env = attention_kernel_env(std::get<1>(GetParam()));
-  AttentionRig rig(sh, 2, 64, 80);
+  const AttnShape sh = shape();
+  const test::ScopedEnv env = prefill_env();
+  AttentionRig rig(sh, 2, 64, 80, kv_f16());
   Both& b = rig.b;
   const std::vector<int32_t> perm = test::shuffled_blocks(64, 11);
   std::vector<Seq> seqs = three_prompts(perm);
@@ -434,10 +450,10 @@ TEST_P(CudaAttention, FusedDecodeLayerMatchesCpu) {
 // device holds its 2 × n_head_kv clusters at once): 5 and 1, 8 and 1, 8 and 3.
 TEST_P(CudaAttention, LongPromptMatchesCpu) {
   CERA_REQUIRE_CUDA();
-  const AttnShape sh = std::get<0>(GetParam());
-  const test::ScopedEnv env = attention_kernel_env(std::get<1>(GetParam()));
-  const test::ScopedEnv cluster_env = decode_cluster_env(std::get<1>(GetParam()));
-  AttentionRig rig(sh, 1, 48, 575);
+  const AttnShape sh = shape();
+  const test::ScopedEnv env = prefill_env();
+  const test::ScopedEnv cluster_env = decode_cluster_env(simt());
+  AttentionRig rig(sh, 1, 48, 575, kv_f16());
   Both& b = rig.b;
   const std::vector<int32_t> perm = test::shuffled_blocks(48, 3);
   std::vector<Seq> seqs = {{530, 0, std::vector<int32_t>(perm.begin(), perm.begin() + 36), -1},
@@ -463,10 +479,10 @@ TEST_P(CudaAttention, LongPromptMatchesCpu) {
 // _simt variants merge them through global memory.
 TEST_P(CudaAttention, DecodeClusterSizesMatchCpu) {
   CERA_REQUIRE_CUDA();
-  const AttnShape sh = std::get<0>(GetParam());
-  const test::ScopedEnv env = attention_kernel_env(std::get<1>(GetParam()));
-  const test::ScopedEnv cluster_env = decode_cluster_env(std::get<1>(GetParam()));
-  AttentionRig rig(sh, 1, 48, 300);
+  const AttnShape sh = shape();
+  const test::ScopedEnv env = prefill_env();
+  const test::ScopedEnv cluster_env = decode_cluster_env(simt());
+  AttentionRig rig(sh, 1, 48, 300, kv_f16());
   Both& b = rig.b;
   const std::vector<int32_t> perm = test::shuffled_blocks(48, 5);
   std::vector<Seq> seqs = {{0, 0, std::vector<int32_t>(perm.begin(), perm.begin() + 40), -1}};
@@ -486,12 +502,12 @@ TEST_P(CudaAttention, DecodeClusterSizesMatchCpu) {
 // through global memory — for every shape, whatever the cluster setting.
 TEST_P(CudaAttention, DecodeLongContextMatchesCpu) {
   CERA_REQUIRE_CUDA();
-  const AttnShape sh = std::get<0>(GetParam());
-  const test::ScopedEnv env = attention_kernel_env(std::get<1>(GetParam()));
-  const test::ScopedEnv cluster_env = decode_cluster_env(std::get<1>(GetParam()));
+  const AttnShape sh = shape();
+  const test::ScopedEnv env = prefill_env();
+  const test::ScopedEnv cluster_env = decode_cluster_env(simt());
   constexpr int32_t kPrompt = 2060;
   static_assert(kPrompt > cuda::kLongContextSpan / 2, "the decode steps must take the long-context shape");
-  AttentionRig rig(sh, 1, 136, kPrompt);
+  AttentionRig rig(sh, 1, 136, kPrompt, kv_f16());
   Both& b = rig.b;
   const std::vector<int32_t> perm = test::shuffled_blocks(136, 9);
   std::vector<Seq> seqs = {{kPrompt, 0, std::vector<int32_t>(perm.begin(), perm.begin() + 130), -1}};
@@ -512,11 +528,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(AttnShape{32, 8, 64, true}, AttnShape{16, 2, 128, true},
                                          AttnShape{4, 4, 32, false}, AttnShape{12, 4, 80, false},
                                          AttnShape{32, 2, 64, true}, AttnShape{8, 8, 256, true}),
-                       ::testing::Bool()),
+                       ::testing::Bool(), ::testing::Bool()),
     [](const auto& info) {
       const AttnShape& s = std::get<0>(info.param);
       return "h" + std::to_string(s.n_head) + "_kv" + std::to_string(s.n_head_kv) + "_d" + std::to_string(s.head_dim) +
-             (std::get<1>(info.param) ? "_simt" : "_default");
+             (std::get<1>(info.param) ? "_simt" : "_default") + (std::get<2>(info.param) ? "_f16kv" : "");
     });
 
 TEST(CudaOps, ShortConvOverSequencesAndStepsMatchesCpu) {

@@ -33,6 +33,10 @@ void attention(ThreadPool& pool, const KvLayerView& kv, std::span<const StepSequ
       const int32_t block = s.kv_blocks[pos / bs];
       std::memcpy(kv.k(block, pos % bs), k.row(s.first_token + t), sizeof(float) * kv.kv_dim);
       std::memcpy(kv.v(block, pos % bs), v.row(s.first_token + t), sizeof(float) * kv.kv_dim);
+      if (kv.round_to_f16) {
+        round_to_f16(kv.k(block, pos % bs), kv.kv_dim);
+        round_to_f16(kv.v(block, pos % bs), kv.kv_dim);
+      }
     }
   }
 

@@ -20,7 +20,8 @@ using cpu::ThreadPool;
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(const CpuBackendOptions& o)
-      : pool_(o.n_threads > 0 ? o.n_threads : int(std::max(1u, std::thread::hardware_concurrency()))) {}
+      : pool_(o.n_threads > 0 ? o.n_threads : int(std::max(1u, std::thread::hardware_concurrency()))),
+        round_kv_to_f16_(o.round_kv_to_f16) {}
 
   std::string name() const override {
     return "cpu (" + std::string(cpu::isa_name(cpu::active_isa())) + ", " + std::to_string(pool_.size()) +
@@ -223,11 +224,13 @@ class CpuBackend final : public Backend {
     v.block_size = layout_.kv_block_size;
     v.kv_dim = layout_.kv_dim;
     v.base = kv_.data() + size_t(l) * layout_.n_kv_blocks * 2 * layout_.kv_block_size * layout_.kv_dim;
+    v.round_to_f16 = round_kv_to_f16_;
     return v;
   }
   float* conv_layer(int32_t l) { return conv_.data() + size_t(l) * layout_.n_conv_slots * layout_.conv_state_dim; }
 
   ThreadPool pool_;
+  bool round_kv_to_f16_;
   std::deque<std::vector<float>> buffers_;  // deque: growing it never moves existing buffers
   StateLayout layout_;
   std::vector<float> kv_;

@@ -26,9 +26,11 @@ void shift_kv(const KvLayerView& kv, std::span<const int32_t> blocks, int32_t fi
     float* k = kv.k(db, q % bs);
     std::memcpy(k, kv.k(sb, p % bs), sizeof(float) * size_t(kv.kv_dim));
     std::memcpy(kv.v(db, q % bs), kv.v(sb, p % bs), sizeof(float) * size_t(kv.kv_dim));
-    if (rope)
+    if (rope) {
       for (int32_t h = 0; h < attn.n_head_kv; ++h)
         rope_apply(k + h * attn.head_dim, cos_t.data(), sin_t.data(), rope->n_rot, rope->neox);
+      if (kv.round_to_f16) round_to_f16(k, kv.kv_dim);  // V moved as stored, already rounded
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 #include <span>
 
 #include "backend/backend.h"
+#include "common/fp16.h"
 #include "backend/cpu/thread_pool.h"
 
 namespace cera::cpu {
@@ -18,6 +19,7 @@ struct KvLayerView {
   float* base = nullptr;
   int32_t block_size = 0;
   int32_t kv_dim = 0;
+  bool round_to_f16 = false;  // stored K and V are rounded to f16 values (CpuBackendOptions::round_kv_to_f16)
   float* k(int32_t block, int32_t slot) const {
     return base + (size_t(block) * 2 * block_size + slot) * kv_dim;
   }
@@ -34,6 +36,10 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 void rope_inv_freq(const RopeParams& rope, double* inv_freq);  // [n_rot/2]
 void rope_cos_sin(const double* inv_freq, int32_t n_rot, int32_t position, float* cos_out, float* sin_out);
 void rope_apply(float* head, const float* cos_t, const float* sin_t, int32_t n_rot, bool neox);
+// Each x[i] replaced by the nearest f16 value (round to nearest even), as an f16 KV cache stores it.
+inline void round_to_f16(float* x, int32_t n) {
+  for (int32_t i = 0; i < n; ++i) x[i] = f16_to_f32(f32_to_f16(x[i]));
+}
 
 // Writes the step's k, v into the paged cache and computes attention for every token of every
 // sequence (causal, GQA). Parallel over (token, head).

@@ -8,10 +8,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include <cooperative_groups.h>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/kv_cache.cuh"
 #include "backend/cuda/pdl.h"
 #include "backend/cuda/ops.h"
 #include "backend/cuda/rope_head.cuh"
@@ -22,23 +24,19 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-__device__ inline float* k_at(const KvLayer& kv, const int32_t* table, int32_t pos) {
-  const int32_t b = table[pos / kv.block_size];
-  return kv.base + (int64_t(b) * 2 * kv.block_size + pos % kv.block_size) * kv.kv_dim;
-}
-
-__global__ void store_kv_kernel(KvLayer kv, StepView step, const float* k, int64_t ks, const float* v, int64_t vs) {
+template <class T>
+__global__ void store_kv_kernel(KvView<T> kv, StepView step, const float* k, int64_t ks, const float* v, int64_t vs) {
   pdl_launch_dependents();
   pdl_wait();  // pdl.h: nothing above reads inputs or writes
   const int32_t t = blockIdx.x;
   const DeviceSeq sq = step.seqs[step.token_seq[t]];
   const int32_t pos = sq.n_past + (t - sq.first_token);
   const int32_t* table = step.block_tables + sq.block_offset;
-  float* kd = k_at(kv, table, pos);
-  float* vd = kd + int64_t(kv.block_size) * kv.kv_dim;
+  T* kd = k_at(kv, table, pos);
+  T* vd = kd + int64_t(kv.block_size) * kv.kv_dim;
   for (int32_t c = threadIdx.x; c < kv.kv_dim; c += blockDim.x) {
-    kd[c] = k[int64_t(t) * ks + c];
-    vd[c] = v[int64_t(t) * vs + c];
+    kv_store(kd + c, k[int64_t(t) * ks + c]);
+    kv_store(vd + c, v[int64_t(t) * vs + c]);
   }
 }
 
@@ -48,8 +46,8 @@ __global__ void store_kv_kernel(KvLayer kv, StepView step, const float* k, int64
 constexpr int kPrefillThreads = 256;
 constexpr int kPrefillRows = 64;
 
-template <int kMaxHd>
-__global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(KvLayer kv, StepView step, const float* q,
+template <int kMaxHd, class T>
+__global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(KvView<T> kv, StepView step, const float* q,
                                                                   int64_t qs, float* out, int64_t os,
                                                                   AttentionShape sh, int32_t group,
                                                                   int32_t row_chunks) {
@@ -89,9 +87,9 @@ __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(KvLayer kv, St
       const int32_t pos = k0 + j;
       float kval = 0.f, vval = 0.f;
       if (pos < n_keys) {
-        const float* kp = k_at(kv, table, pos) + int64_t(kvh) * hd;
-        kval = kp[d];
-        vval = kp[int64_t(kv.block_size) * kv.kv_dim + d];
+        const T* kp = k_at(kv, table, pos) + int64_t(kvh) * hd;
+        kval = kv_load(kp + d);
+        vval = kv_load(kp + int64_t(kv.block_size) * kv.kv_dim + d);
       }
       ks[j][d] = kval;
       vs[j][d] = vval;
@@ -155,8 +153,8 @@ __device__ inline DecodeBlock decode_block(int32_t group, int32_t head_chunks) {
 }
 
 // The online softmax's start: each lane's elements of the nh q heads (q_at(g, d); zero past nh or
-// head_dim), zero accumulators, m = -inf, l = 0.
-template <int H, int E, class QAt>
+// head_dim; d = lane_dim<T>, the map of a cache of T), zero accumulators, m = -inf, l = 0.
+template <class T, int H, int E, class QAt>
 __device__ void start_heads(int32_t nh, int32_t hd, QAt q_at, float (&qv)[H][E], float (&acc)[H][E], float (&m)[H],
                             float (&l)[H]) {
   const int lane = threadIdx.x % 32;
@@ -166,7 +164,7 @@ __device__ void start_heads(int32_t nh, int32_t hd, QAt q_at, float (&qv)[H][E],
     l[g] = 0.f;
 #pragma unroll
     for (int e = 0; e < E; ++e) {
-      const int32_t d = lane + 32 * e;
+      const int32_t d = lane_dim<T>(lane, e);
       qv[g][e] = (g < nh && d < hd) ? q_at(g, d) : 0.f;
       acc[g][e] = 0.f;
     }
@@ -185,25 +183,23 @@ struct KeyBatch {
   float k[kKeyBatch<E>][E], v[kKeyBatch<E>][E];
 };
 
-// key_at(j) points at key j's head; its value is v_offset floats further, except that the key
-// `own_k` (if given) has its value at own_v. Keys equal to `skip` are left unloaded.
+// key_at(j) points at key j's head (in the cache's element type); its value is v_offset elements
+// further, except that the key `own_k` (if given) has its value at own_v. Keys equal to `skip` are
+// left unloaded.
+template <class KeyAt>
+using KeyPtr = decltype(std::declval<KeyAt&>()(int32_t(0)));
 template <int W, int E, class KeyAt>
 __device__ void load_keys(int32_t jb, int32_t j1, int32_t hd, KeyAt key_at, int64_t v_offset, KeyBatch<E>& kb,
-                          const float* own_k = nullptr, const float* own_v = nullptr, int32_t skip = -1) {
-  const int lane = threadIdx.x % 32;
+                          KeyPtr<KeyAt> own_k = nullptr, KeyPtr<KeyAt> own_v = nullptr, int32_t skip = -1) {
 #pragma unroll
   for (int u = 0; u < kKeyBatch<E>; ++u) {
     const int32_t j = jb + u * W;
     if (j >= j1) break;
     if (j == skip) continue;  // filled in by the caller
-    const float* kp = key_at(j);
-    const float* vp = kp == own_k ? own_v : kp + v_offset;
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-      const int32_t d = lane + 32 * e;
-      kb.k[u][e] = d < hd ? kp[d] : 0.f;
-      kb.v[u][e] = d < hd ? vp[d] : 0.f;
-    }
+    const auto kp = key_at(j);
+    const auto vp = kp == own_k ? own_v : kp + v_offset;
+    kv_load_lane(kp, hd, kb.k[u]);
+    kv_load_lane(vp, hd, kb.v[u]);
   }
 }
 
@@ -256,7 +252,7 @@ __device__ void fold_keys(int32_t jb, int32_t j1, int32_t nh, const AttentionSha
 template <int W, int H, int E, class KeyAt>
 __device__ void attend_key_batches(int32_t j0, int32_t j1, int32_t nh, const AttentionShape& sh,
                                    const float (&qv)[H][E], float (&acc)[H][E], float (&m)[H], float (&l)[H],
-                                   KeyAt key_at, int64_t v_offset, const float* own_k, const float* own_v,
+                                   KeyAt key_at, int64_t v_offset, KeyPtr<KeyAt> own_k, KeyPtr<KeyAt> own_v,
                                    const KeyBatch<E>& first) {
   const int warp = threadIdx.x / 32;
   constexpr int32_t kStride = W * kKeyBatch<E>;
@@ -280,18 +276,14 @@ template <int E, class KeyAt>
 __device__ void attend_keys(int32_t j0, int32_t j1, int32_t nh, const AttentionShape& sh,
                             const float (&qv)[kDecodeHeads][E], float (&acc)[kDecodeHeads][E], float (&m)[kDecodeHeads],
                             float (&l)[kDecodeHeads], KeyAt key_at, int64_t v_offset) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
   const int32_t hd = sh.head_dim;
   for (int32_t j = j0 + warp; j < j1; j += kDecodeWarps) {
-    const float* kp = key_at(j);
-    const float* vp = kp + v_offset;
+    const auto kp = key_at(j);
+    const auto vp = kp + v_offset;
     float kr[E], vr[E];
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-      const int32_t d = lane + 32 * e;
-      kr[e] = d < hd ? kp[d] : 0.f;
-      vr[e] = d < hd ? vp[d] : 0.f;
-    }
+    kv_load_lane(kp, hd, kr);
+    kv_load_lane(vp, hd, vr);
 #pragma unroll
     for (int g = 0; g < kDecodeHeads; ++g) {
       if (g >= nh) break;
@@ -318,7 +310,7 @@ __device__ void attend_keys(int32_t j0, int32_t j1, int32_t nh, const AttentionS
 // Merges the block's warps' partial softmaxes for its nh heads and writes this split's part
 // (m, l, unnormalised o) of each (token t, head h0 + g) to `partial` (the split-K decode kernel;
 // the fused one merges its warps with merge_warps).
-template <int kMaxHd, int E = kMaxHd / 32>
+template <class T, int kMaxHd, int E = kMaxHd / 32>
 __device__ void write_split(float (&sm_m)[kDecodeWarps][kDecodeHeads], float (&sm_l)[kDecodeWarps][kDecodeHeads],
                             float (&sm_o)[kDecodeWarps][kDecodeHeads][kMaxHd], const float (&m)[kDecodeHeads],
                             const float (&l)[kDecodeHeads], const float (&acc)[kDecodeHeads][E], float* partial,
@@ -333,7 +325,7 @@ __device__ void write_split(float (&sm_m)[kDecodeWarps][kDecodeHeads], float (&s
     }
 #pragma unroll
     for (int e = 0; e < E; ++e)
-      if (lane + 32 * e < kMaxHd) sm_o[warp][g][lane + 32 * e] = acc[g][e];
+      sm_o[warp][g][lane_dim<T>(lane, e)] = acc[g][e];  // E · 32 = kMaxHd: every index is in range
   }
   __syncthreads();
   const int32_t stride = hd + 2;
@@ -358,8 +350,8 @@ __device__ void write_split(float (&sm_m)[kDecodeWarps][kDecodeHeads], float (&s
 }
 
 
-template <int kMaxHd>
-__global__ void __launch_bounds__(kDecodeWarps * 32) decode_kernel(KvLayer kv, StepView step, const float* q,
+template <int kMaxHd, class T>
+__global__ void __launch_bounds__(kDecodeWarps * 32) decode_kernel(KvView<T> kv, StepView step, const float* q,
                                                                    int64_t qs, AttentionShape sh, int32_t group,
                                                                    int32_t head_chunks, float* partial) {
   pdl_launch_dependents();
@@ -379,13 +371,13 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_kernel(KvLayer kv, S
   const int32_t j0 = split * per, j1 = min(n_keys, j0 + per);
 
   float qv[kDecodeHeads][E], acc[kDecodeHeads][E], m[kDecodeHeads], l[kDecodeHeads];
-  start_heads(nh, hd, [&](int32_t g, int32_t d) { return q[int64_t(t) * qs + int64_t(h0 + g) * hd + d]; }, qv, acc, m,
-              l);
+  start_heads<T>(nh, hd, [&](int32_t g, int32_t d) { return q[int64_t(t) * qs + int64_t(h0 + g) * hd + d]; }, qv, acc,
+                 m, l);
 
   attend_keys(j0, j1, nh, sh, qv, acc, m, l, [&](int32_t j) { return k_at(kv, table, j) + int64_t(kvh) * hd; },
               int64_t(kv.block_size) * kv.kv_dim);
 
-  write_split(sm_m, sm_l, sm_o, m, l, acc, partial, t, h0, nh, split, sh);
+  write_split<T>(sm_m, sm_l, sm_o, m, l, acc, partial, t, h0, nh, split, sh);
 }
 
 // One warp merges the first n_split (≤ kDecodeSplits ≤ 32) parts of one (token, head) into
@@ -503,7 +495,7 @@ struct WarpParts {
 // Merges the warps' parts (m, l, acc) of heads g < nh and writes, for head g at dst + g·head_stride,
 // either the normalised output (direct) or the split's part (m, l, unnormalised o: what
 // combine_splits reads). Each output sums the warps in a fixed order: replays are bit for bit.
-template <int kMaxHd, int W, int H, int E>
+template <class T, int kMaxHd, int W, int H, int E>
 __device__ void merge_warps(WarpParts<kMaxHd, W, H>& sm, const float (&m)[H], const float (&l)[H],
                             const float (&acc)[H][E], int32_t nh, int32_t hd, float* dst, int64_t head_stride,
                             bool direct) {
@@ -513,7 +505,7 @@ __device__ void merge_warps(WarpParts<kMaxHd, W, H>& sm, const float (&m)[H], co
   for (int g = 0; g < H; ++g) {
     if (lane == 0) sm.m[warp][g] = m[g], sm.l[warp][g] = l[g];
 #pragma unroll
-    for (int e = 0; e < E; ++e) sm.o[warp][g][lane + 32 * e] = acc[g][e];
+    for (int e = 0; e < E; ++e) sm.o[warp][g][lane_dim<T>(lane, e)] = acc[g][e];
   }
   __syncthreads();
   if (warp < nh) {  // each warp's weight exp(m_w - max m) in head `warp`, and the merged l
@@ -545,9 +537,9 @@ __device__ void merge_warps(WarpParts<kMaxHd, W, H>& sm, const float (&m)[H], co
   }
 }
 
-template <int kMaxHd, bool kCluster, int H>
+template <int kMaxHd, bool kCluster, int H, class T>
 __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
-    decode_fused_kernel(KvLayer kv, StepView step, DecodeQkv in, AttentionShape sh, int32_t group, int32_t head_chunks,
+    decode_fused_kernel(KvView<T> kv, StepView step, DecodeQkv in, AttentionShape sh, int32_t group, int32_t head_chunks,
                         float* partial, unsigned* done, float* out, int64_t os) {
   // The next kernel (an output projection) launches after this block's PDL wait, not before: its
   // blocks' weight loads would queue ahead of this layer's dependent loads (H200, Qwen3-0.6B BF16
@@ -556,6 +548,8 @@ __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
   constexpr int E = kMaxHd / 32, W = kFusedWarps<kMaxHd>;
   __shared__ WarpParts<kMaxHd, W, H> sm;
   __shared__ float sm_q[H][kMaxHd], sm_k[kMaxHd], sm_v[kMaxHd];
+  __shared__ __align__(16) T sm_kc[kMaxHd];  // the token's k and v as the cache holds them (read
+  __shared__ __align__(16) T sm_vc[kMaxHd];  // in pairs, like the cache, by kv_load_lane)
   __shared__ bool sm_last;
 
   // Before the PDL wait (pdl.h): the step's metadata, the RoPE angles and the warp's first batch of
@@ -582,7 +576,7 @@ __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
   const int32_t per = (n_keys + n_split - 1) / n_split;
   const int32_t j0 = split * per, j1 = min(n_keys, j0 + per);
   const int64_t v_offset = int64_t(kv.block_size) * kv.kv_dim;
-  auto cached_key = [&](int32_t j) -> const float* { return k_at(kv, table, j) + int64_t(kvh) * hd; };
+  auto cached_key = [&](int32_t j) -> const T* { return k_at(kv, table, j) + int64_t(kvh) * hd; };
   KeyBatch<E> first;
   load_keys<W>(j0 + warp, j1, hd, cached_key, v_offset, first, nullptr, nullptr, slot);
   const RopeLane<kMaxHd / 64> rot =
@@ -607,40 +601,37 @@ __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
     for (int32_t d = lane; d < hd; d += 32) sm_k[d] = ks[d], sm_v[d] = vs[d];
     __syncwarp();
     norm_rope_head(sm_k, in.k_norm != nullptr, norm_w, in.eps, hd, in.rope, rot);
+    // The token's key takes part in its own attention as the cache stores it (rounded for an f16
+    // cache), as it will in every later step.
+    for (int32_t d = lane; d < hd; d += 32) sm_kc[d] = kv_cast<T>(sm_k[d]), sm_vc[d] = kv_cast<T>(sm_v[d]);
   }
   __syncthreads();
   trace::trace_mark(1);  // q and k normalised and rotated
   if (split == 0 && blockIdx.y % head_chunks == 0) {
-    float* kd = k_at(kv, table, slot) + int64_t(kvh) * hd;
-    float* vd = kd + v_offset;
-    for (int32_t d = threadIdx.x; d < hd; d += blockDim.x) kd[d] = sm_k[d], vd[d] = sm_v[d];
+    T* kd = k_at(kv, table, slot) + int64_t(kvh) * hd;
+    T* vd = kd + v_offset;
+    for (int32_t d = threadIdx.x; d < hd; d += blockDim.x) kd[d] = sm_kc[d], vd[d] = sm_vc[d];
   }
   // The token's own key, if it is in the first batch, from shared memory.
 #pragma unroll
   for (int u = 0; u < kKeyBatch<E>; ++u)
-    if (j0 + warp + u * W == slot && slot < j1)
-#pragma unroll
-      for (int e = 0; e < E; ++e) {
-        const int32_t d = lane + 32 * e;
-        first.k[u][e] = d < hd ? sm_k[d] : 0.f;
-        first.v[u][e] = d < hd ? sm_v[d] : 0.f;
-      }
+    if (j0 + warp + u * W == slot && slot < j1) kv_load_lane(sm_kc, hd, first.k[u]), kv_load_lane(sm_vc, hd, first.v[u]);
 
   float qv[H][E], acc[H][E], m[H], l[H];
-  start_heads(nh, hd, [&](int32_t g, int32_t d) { return sm_q[g][d]; }, qv, acc, m, l);
+  start_heads<T>(nh, hd, [&](int32_t g, int32_t d) { return sm_q[g][d]; }, qv, acc, m, l);
   // Later batches: the token's own key and value come from shared memory (own_k / own_v).
   attend_key_batches<W>(j0, j1, nh, sh, qv, acc, m, l,
-                        [&](int32_t j) -> const float* { return j == slot ? sm_k : cached_key(j); }, v_offset, sm_k,
-                        sm_v, first);
+                        [&](int32_t j) -> const T* { return j == slot ? sm_kc : cached_key(j); }, v_offset, sm_kc,
+                        sm_vc, first);
   trace::trace_mark(2);  // thread 0's keys folded in
   if (n_split == 1) {  // this block saw every key
-    merge_warps(sm, m, l, acc, nh, hd, out + int64_t(t) * os + int64_t(h0) * hd, hd, true);
+    merge_warps<T>(sm, m, l, acc, nh, hd, out + int64_t(t) * os + int64_t(h0) * hd, hd, true);
     trace::trace_mark(3);  // merged and written
     return;
   }
   if constexpr (kCluster) {  // split = the block's rank in its cluster, which is this head group's splits
     __shared__ float sm_part[H][kMaxHd + 2];
-    merge_warps(sm, m, l, acc, nh, hd, &sm_part[0][0], kMaxHd + 2, false);
+    merge_warps<T>(sm, m, l, acc, nh, hd, &sm_part[0][0], kMaxHd + 2, false);
     cluster_sync_all();  // every split's part is in its block's shared memory
     if (split == 0)
       for (int32_t g = warp; g < nh; g += W)
@@ -650,7 +641,7 @@ __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
     return;
   }
   const int32_t stride = hd + 2;
-  merge_warps(sm, m, l, acc, nh, hd, partial + ((int64_t(t) * sh.n_head + h0) * kDecodeSplits + split) * stride,
+  merge_warps<T>(sm, m, l, acc, nh, hd, partial + ((int64_t(t) * sh.n_head + h0) * kDecodeSplits + split) * stride,
               int64_t(kDecodeSplits) * stride, false);
 
   // The last of the n_split blocks of this (token, head chunk) merges them.
@@ -678,20 +669,21 @@ __global__ void decode_combine_kernel(const float* partial, float* out, int64_t 
                  hd);
 }
 
-__global__ void shift_gather_kernel(KvLayer kv, const int32_t* blocks, int32_t first, int32_t n_head_kv,
+template <class T>
+__global__ void shift_gather_kernel(KvView<T> kv, const int32_t* blocks, int32_t first, int32_t n_head_kv,
                                     int32_t hd, const float* rc, const float* rs, int32_t n_rot, bool neox,
                                     float* scratch) {
   pdl_launch_dependents();
   pdl_wait();  // pdl.h: nothing above reads inputs or writes
   const int32_t i = blockIdx.x;  // i-th moved position
   const int32_t p = first + i;
-  const float* kp = k_at(kv, blocks, p);
-  const float* vp = kp + int64_t(kv.block_size) * kv.kv_dim;
+  const T* kp = k_at(kv, blocks, p);
+  const T* vp = kp + int64_t(kv.block_size) * kv.kv_dim;
   float* sk = scratch + int64_t(i) * 2 * kv.kv_dim;
   float* sv = sk + kv.kv_dim;
   for (int32_t c = threadIdx.x; c < kv.kv_dim; c += blockDim.x) {
-    sk[c] = kp[c];
-    sv[c] = vp[c];
+    sk[c] = kv_load(kp + c);
+    sv[c] = kv_load(vp + c);
   }
   __syncthreads();
   if (!rc) return;
@@ -706,18 +698,19 @@ __global__ void shift_gather_kernel(KvLayer kv, const int32_t* blocks, int32_t f
   }
 }
 
-__global__ void shift_scatter_kernel(KvLayer kv, const int32_t* blocks, int32_t first, int32_t delta,
+template <class T>
+__global__ void shift_scatter_kernel(KvView<T> kv, const int32_t* blocks, int32_t first, int32_t delta,
                                      const float* scratch) {
   pdl_launch_dependents();
   pdl_wait();  // pdl.h: nothing above reads inputs or writes
   const int32_t i = blockIdx.x;
   const int32_t q = first + i - delta;
-  float* kd = k_at(kv, blocks, q);
-  float* vd = kd + int64_t(kv.block_size) * kv.kv_dim;
+  T* kd = k_at(kv, blocks, q);
+  T* vd = kd + int64_t(kv.block_size) * kv.kv_dim;
   const float* sk = scratch + int64_t(i) * 2 * kv.kv_dim;
   for (int32_t c = threadIdx.x; c < kv.kv_dim; c += blockDim.x) {
-    kd[c] = sk[c];
-    vd[c] = sk[kv.kv_dim + c];
+    kv_store(kd + c, sk[c]);
+    kv_store(vd + c, sk[kv.kv_dim + c]);
   }
 }
 
@@ -746,7 +739,7 @@ int head_dim_bucket(int32_t hd) {
 // compare both), and only when the device can hold all of them at once. A cluster's idle splits
 // keep their SMs until it merges, so clusters in waves wait for each other (H200, 8 LFM2-1.2B
 // sequences: 64 clusters, BF16 6,688 -> 5,778 tokens/s).
-template <int kMaxHd, int H>
+template <int kMaxHd, int H, class T>
 bool decode_clusters_usable(int size, int64_t n_clusters) {
   static const std::array<int, kClusterSplits + 1> max_active = [] {  // by cluster size
     std::array<int, kClusterSplits + 1> n{};
@@ -764,7 +757,7 @@ bool decode_clusters_usable(int size, int64_t n_clusters) {
       cfg.attrs = &attr;
       cfg.numAttrs = 1;
       int clusters = 0;
-      if (cudaOccupancyMaxActiveClusters(&clusters, decode_fused_kernel<kMaxHd, true, H>, &cfg) == cudaSuccess)
+      if (cudaOccupancyMaxActiveClusters(&clusters, decode_fused_kernel<kMaxHd, true, H, T>, &cfg) == cudaSuccess)
         n[size_t(c)] = clusters;
       cudaGetLastError();  // a failed query leaves no error behind
     }
@@ -782,19 +775,19 @@ int cluster_size(int32_t context_span) {
   return std::clamp(context_span / kFusedKeysPerSplit<kMaxHd>, 2, kClusterSplits);
 }
 
-template <int kMaxHd, int H>
-void launch_decode_fused(const KvLayer& kv, const StepView& step, int32_t n_tokens, const DecodeQkv& qkv, float* out,
+template <int kMaxHd, int H, class T>
+void launch_decode_fused(const KvView<T>& kv, const StepView& step, int32_t n_tokens, const DecodeQkv& qkv, float* out,
                          int64_t os, const AttentionShape& sh, int32_t group, int32_t chunks, float* partial,
                          unsigned* counters, int32_t context_span, cudaStream_t s) {
   const dim3 block(kFusedWarps<kMaxHd> * 32);
   const int size = cluster_size<kMaxHd>(context_span);
-  if (context_span > 0 && decode_clusters_usable<kMaxHd, H>(size, int64_t(n_tokens) * sh.n_head_kv * chunks)) {
+  if (context_span > 0 && decode_clusters_usable<kMaxHd, H, T>(size, int64_t(n_tokens) * sh.n_head_kv * chunks)) {
     const dim3 grid(unsigned(n_tokens), unsigned(sh.n_head_kv * chunks), unsigned(size));
-    launch_pdl_cluster(decode_fused_kernel<kMaxHd, true, H>, grid, block, dim3(1, 1, unsigned(size)), 0, s, kv, step,
-                       qkv, sh, group, chunks, partial, counters, out, os);
+    launch_pdl_cluster(decode_fused_kernel<kMaxHd, true, H, T>, grid, block, dim3(1, 1, unsigned(size)), 0, s, kv,
+                       step, qkv, sh, group, chunks, partial, counters, out, os);
   } else {
     const dim3 grid(unsigned(n_tokens), unsigned(sh.n_head_kv * chunks), kDecodeSplits);
-    launch_pdl(decode_fused_kernel<kMaxHd, false, H>, grid, block, 0, s, kv, step, qkv, sh, group, chunks, partial,
+    launch_pdl(decode_fused_kernel<kMaxHd, false, H, T>, grid, block, 0, s, kv, step, qkv, sh, group, chunks, partial,
                counters, out, os);
   }
 }
@@ -804,49 +797,57 @@ void launch_decode_fused(const KvLayer& kv, const StepView& step, int32_t n_toke
 void store_kv(const KvLayer& kv, const StepView& step, const float* k, int64_t ks, const float* v, int64_t vs,
               int32_t n_tokens, cudaStream_t s) {
   if (n_tokens <= 0) return;
-  launch_pdl(store_kv_kernel, dim3(n_tokens), dim3(128), 0, s, kv, step, k, ks, v, vs);
+  with_kv_view(kv, [&](auto view) {
+    launch_pdl(store_kv_kernel<KvElem<decltype(view)>>, dim3(n_tokens), dim3(128), 0, s, view, step, k, ks, v, vs);
+  });
   CERA_CUDA_CHECK_LAUNCH();
 }
 
 namespace {
-bool takes_f16_kernel(const AttentionShape& sh, AttentionPrecision precision) {
+// The f16 tensor-core kernel where the precision asks for it, or the override; also for an f16
+// cache unless the SIMT kernel is forced: the 3xTF32 kernel copies f32 tiles only.
+bool takes_f16_kernel(const AttentionShape& sh, AttentionPrecision precision, bool kv_f16) {
   const PrefillOverride forced = prefill_override();
   const bool f16 = forced == PrefillOverride::F16 ||
-                   (forced == PrefillOverride::None && precision == AttentionPrecision::F16);
+                   (forced == PrefillOverride::None && (precision == AttentionPrecision::F16 || kv_f16)) ||
+                   (forced == PrefillOverride::Tf32 && kv_f16);
   return f16 && attention_prefill_f16_supported(sh.head_dim);
 }
 }  // namespace
 
 PrefillSplit attention_prefill_plan(int32_t n_tiles, int32_t max_keys, const AttentionShape& sh,
-                                    AttentionPrecision precision) {
-  if (n_tiles <= 0 || !takes_f16_kernel(sh, precision)) return {};  // only the f16 kernel splits its keys
+                                    AttentionPrecision precision, bool kv_f16) {
+  if (n_tiles <= 0 || !takes_f16_kernel(sh, precision, kv_f16)) return {};  // only the f16 kernel splits its keys
   const char* e = std::getenv("CERA_CUDA_ATTENTION_SPLITS");  // per call, like CERA_CUDA_ATTENTION
   const int32_t forced = e ? std::max(0, std::atoi(e)) : 0;
-  return plan_prefill_key_splits(attention_prefill_f16_blocks(n_tiles, sh), max_keys, attention_prefill_f16_wave(sh),
-                                 forced);
+  return plan_prefill_key_splits(attention_prefill_f16_blocks(n_tiles, sh), max_keys,
+                                 attention_prefill_f16_wave(sh, kv_f16), forced);
 }
 
 void attention_prefill(const KvLayer& kv, const StepView& step, int32_t n_tiles, const float* q, int64_t qs,
                        float* out, int64_t os, const AttentionShape& sh, cudaStream_t s,
                        AttentionPrecision precision, const PrefillSplit& split, float* partial, int32_t n_tokens) {
   if (n_tiles <= 0) return;
-  if (takes_f16_kernel(sh, precision)) {
+  if (takes_f16_kernel(sh, precision, kv.f16)) {
     attention_prefill_f16(kv, step, n_tiles, q, qs, out, os, sh, s, split, partial, n_tokens);
     return;
   }
   const PrefillOverride forced = prefill_override();
-  if (forced != PrefillOverride::Simt && attention_prefill_tc_supported(sh.head_dim)) {
+  if (forced != PrefillOverride::Simt && !kv.f16 && attention_prefill_tc_supported(sh.head_dim)) {
     attention_prefill_tc(kv, step, n_tiles, q, qs, out, os, sh, s);
     return;
   }
   const int32_t group = sh.n_head / sh.n_head_kv;
   const int32_t chunks = (kAttentionTileTokens * group + kPrefillRows - 1) / kPrefillRows;
   const dim3 grid(unsigned(n_tiles), unsigned(sh.n_head_kv * chunks));
-  switch (head_dim_bucket(sh.head_dim)) {
-    case 64: launch_pdl(prefill_kernel<64>, dim3(grid), dim3(kPrefillThreads), 0, s, kv, step, q, qs, out, os, sh, group, chunks); break;
-    case 128: launch_pdl(prefill_kernel<128>, dim3(grid), dim3(kPrefillThreads), 0, s, kv, step, q, qs, out, os, sh, group, chunks); break;
-    default: launch_pdl(prefill_kernel<256>, dim3(grid), dim3(kPrefillThreads), 0, s, kv, step, q, qs, out, os, sh, group, chunks); break;
-  }
+  with_kv_view(kv, [&](auto view) {
+    using T = KvElem<decltype(view)>;
+    switch (head_dim_bucket(sh.head_dim)) {
+      case 64: launch_pdl(prefill_kernel<64, T>, grid, dim3(kPrefillThreads), 0, s, view, step, q, qs, out, os, sh, group, chunks); break;
+      case 128: launch_pdl(prefill_kernel<128, T>, grid, dim3(kPrefillThreads), 0, s, view, step, q, qs, out, os, sh, group, chunks); break;
+      default: launch_pdl(prefill_kernel<256, T>, grid, dim3(kPrefillThreads), 0, s, view, step, q, qs, out, os, sh, group, chunks); break;
+    }
+  });
   CERA_CUDA_CHECK_LAUNCH();
 }
 
@@ -857,11 +858,14 @@ void attention_decode(const KvLayer& kv, const StepView& step, int32_t n_tokens,
   const int32_t chunks = (group + kDecodeHeads - 1) / kDecodeHeads;
   const dim3 grid(unsigned(n_tokens), unsigned(sh.n_head_kv * chunks), kDecodeSplits);
   const int threads = kDecodeWarps * 32;
-  switch (head_dim_bucket(sh.head_dim)) {
-    case 64: launch_pdl(decode_kernel<64>, dim3(grid), dim3(threads), 0, s, kv, step, q, qs, sh, group, chunks, partial); break;
-    case 128: launch_pdl(decode_kernel<128>, dim3(grid), dim3(threads), 0, s, kv, step, q, qs, sh, group, chunks, partial); break;
-    default: launch_pdl(decode_kernel<256>, dim3(grid), dim3(threads), 0, s, kv, step, q, qs, sh, group, chunks, partial); break;
-  }
+  with_kv_view(kv, [&](auto view) {
+    using T = KvElem<decltype(view)>;
+    switch (head_dim_bucket(sh.head_dim)) {
+      case 64: launch_pdl(decode_kernel<64, T>, grid, dim3(threads), 0, s, view, step, q, qs, sh, group, chunks, partial); break;
+      case 128: launch_pdl(decode_kernel<128, T>, grid, dim3(threads), 0, s, view, step, q, qs, sh, group, chunks, partial); break;
+      default: launch_pdl(decode_kernel<256, T>, grid, dim3(threads), 0, s, view, step, q, qs, sh, group, chunks, partial); break;
+    }
+  });
   CERA_CUDA_CHECK_LAUNCH();
   launch_pdl(decode_combine_kernel, dim3(unsigned(n_tokens), unsigned(sh.n_head)), dim3(32), 0, s, partial, out, os, sh.n_head,
                                                                                     sh.head_dim);
@@ -901,19 +905,21 @@ void attention_decode_fused(const KvLayer& kv, const StepView& step, int32_t n_t
   const FusedShape shape = fused_shape(n_tokens, group, context_span);
   const int32_t chunks = (group + shape.heads - 1) / shape.heads;
   const int32_t span = shape.clusters ? context_span : 0;  // 0: a grid of kDecodeSplits single blocks
-  auto launch = [&](auto hd) {
-    constexpr int kMaxHd = decltype(hd)::value;
-    switch (shape.heads) {
-      case 1: launch_decode_fused<kMaxHd, 1>(kv, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, span, s); break;
-      case 2: launch_decode_fused<kMaxHd, 2>(kv, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, span, s); break;
-      default: launch_decode_fused<kMaxHd, kFusedHeads>(kv, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, span, s); break;
+  with_kv_view(kv, [&](auto view) {
+    auto launch = [&](auto hd) {
+      constexpr int kMaxHd = decltype(hd)::value;
+      switch (shape.heads) {
+        case 1: launch_decode_fused<kMaxHd, 1>(view, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, span, s); break;
+        case 2: launch_decode_fused<kMaxHd, 2>(view, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, span, s); break;
+        default: launch_decode_fused<kMaxHd, kFusedHeads>(view, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, span, s); break;
+      }
+    };
+    switch (head_dim_bucket(sh.head_dim)) {
+      case 64: launch(std::integral_constant<int, 64>{}); break;
+      case 128: launch(std::integral_constant<int, 128>{}); break;
+      default: launch(std::integral_constant<int, 256>{}); break;
     }
-  };
-  switch (head_dim_bucket(sh.head_dim)) {
-    case 64: launch(std::integral_constant<int, 64>{}); break;
-    case 128: launch(std::integral_constant<int, 128>{}); break;
-    default: launch(std::integral_constant<int, 256>{}); break;
-  }
+  });
   CERA_CUDA_CHECK_LAUNCH();
 }
 
@@ -921,10 +927,14 @@ void shift_kv(const KvLayer& kv, const int32_t* blocks, int32_t first, int32_t c
               int32_t n_head_kv, int32_t head_dim, const float* rc, const float* rs, int32_t n_rot, bool neox,
               float* scratch, cudaStream_t s) {
   if (count <= 0) return;
-  launch_pdl(shift_gather_kernel, dim3(count), dim3(128), 0, s, kv, blocks, first, n_head_kv, head_dim, rc, rs, n_rot, neox, scratch);
-  CERA_CUDA_CHECK_LAUNCH();
-  launch_pdl(shift_scatter_kernel, dim3(count), dim3(128), 0, s, kv, blocks, first, delta, scratch);
-  CERA_CUDA_CHECK_LAUNCH();
+  with_kv_view(kv, [&](auto view) {
+    using T = KvElem<decltype(view)>;
+    launch_pdl(shift_gather_kernel<T>, dim3(count), dim3(128), 0, s, view, blocks, first, n_head_kv, head_dim, rc, rs,
+               n_rot, neox, scratch);
+    CERA_CUDA_CHECK_LAUNCH();
+    launch_pdl(shift_scatter_kernel<T>, dim3(count), dim3(128), 0, s, view, blocks, first, delta, scratch);
+    CERA_CUDA_CHECK_LAUNCH();
+  });
 }
 
 }  // namespace cera::cuda

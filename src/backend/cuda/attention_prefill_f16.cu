@@ -33,9 +33,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/device_attribute.h"
+#include "backend/cuda/kv_cache.cuh"
 #include "backend/cuda/ops.h"
 #include "backend/cuda/pdl.h"
 #include "cera/error.h"
@@ -99,9 +101,9 @@ struct SplitOut {
 
 // grid (n_tiles, n_head_kv × row_chunks, key ranges), NW × 32 threads. HD 64 fits 128 registers
 // (two blocks of 8 warps per SM); HD 128 needs more (O alone is 64), so one block of 8 or two of 4.
-template <int HD, int NW>
+template <int HD, int NW, class T>
 __global__ void __launch_bounds__(NW * 32, HD == 64 ? 16 / NW : 1)
-    prefill_f16_kernel(KvLayer kv, StepView step, const float* q, int64_t qs, float* out, int64_t os,
+    prefill_f16_kernel(KvView<T> kv, StepView step, const float* q, int64_t qs, float* out, int64_t os,
                        AttentionShape sh, int32_t group, int32_t row_chunks, SplitOut split) {
   pdl_launch_dependents();
   pdl_wait();  // pdl.h: nothing above reads inputs or writes
@@ -180,12 +182,15 @@ __global__ void __launch_bounds__(NW * 32, HD == 64 ? 16 / NW : 1)
         qa[s][2 * h + r] = pack_half2(x0, x1);
       }
 
-  // The next tile's K (then V) in registers between its loads and its conversion into shared memory;
-  // keys at or past n_keys are zeros. which = 0: K, 1: V.
-  float4 st[CH];
+  // The next tile's K (then V) in registers between its loads and its conversion into shared memory
+  // (four elements per chunk: a float4 of an f32 cache, a uint2 of four halves of an f16 one, which
+  // go to shared memory as they are); keys at or past n_keys are zeros. which = 0: K, 1: V.
+  constexpr bool kHalfCache = std::is_same_v<T, __half>;
+  using Chunk = std::conditional_t<kHalfCache, uint2, float4>;
+  Chunk st[CH];
   const bool bs_pow2 = (kv.block_size & (kv.block_size - 1)) == 0;  // the usual case: a shift, not a division
   const int bs_shift = __ffs(kv.block_size) - 1;
-  const float* const kv_head = kv.base + int64_t(kvh) * HD;
+  const T* const kv_head = kv.base + int64_t(kvh) * HD;
   auto fetch = [&](int32_t kt, int which) {
     const int32_t k0 = kt * KT;
 #pragma unroll
@@ -195,11 +200,11 @@ __global__ void __launch_bounds__(NW * 32, HD == 64 ? 16 / NW : 1)
       if (pos < n_keys) {
         const int32_t blk = bs_pow2 ? pos >> bs_shift : pos / kv.block_size;
         const int32_t b = table[blk];
-        const float* src = kv_head + ((int64_t(b) * 2 + which) * kv.block_size + (pos - blk * kv.block_size)) *
-                                         kv.kv_dim + 4 * (idx % C4);
-        st[i] = *reinterpret_cast<const float4*>(src);
+        const T* src = kv_head + ((int64_t(b) * 2 + which) * kv.block_size + (pos - blk * kv.block_size)) *
+                                     kv.kv_dim + 4 * (idx % C4);
+        st[i] = *reinterpret_cast<const Chunk*>(src);
       } else {
-        st[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+        st[i] = Chunk{};
       }
     }
   };
@@ -207,8 +212,12 @@ __global__ void __launch_bounds__(NW * 32, HD == 64 ? 16 / NW : 1)
 #pragma unroll
     for (int i = 0; i < CH; ++i) {
       const int idx = int(threadIdx.x) + i * C::kThreads;
-      *reinterpret_cast<uint2*>(&kvs[buf][which][(idx / C4) * C::kStride + 4 * (idx % C4)]) =
-          make_uint2(pack_half2(st[i].x, st[i].y), pack_half2(st[i].z, st[i].w));
+      uint2 h;
+      if constexpr (kHalfCache)
+        h = st[i];
+      else
+        h = make_uint2(pack_half2(st[i].x, st[i].y), pack_half2(st[i].z, st[i].w));
+      *reinterpret_cast<uint2*>(&kvs[buf][which][(idx / C4) * C::kStride + 4 * (idx % C4)]) = h;
     }
   };
 
@@ -399,8 +408,8 @@ __global__ void __launch_bounds__(kMergeWarps * 32)
 // Rows per block: a tile of a KV group of at most 2 (at most 64 rows) fits 4 warps.
 int rows_per_block(int32_t group) { return kAttentionTileTokens * group <= 64 ? 64 : 128; }
 
-template <int HD, int NW>
-void launch(const KvLayer& kv, const StepView& step, int32_t n_tiles, const float* q, int64_t qs, float* out,
+template <int HD, int NW, class T>
+void launch(const KvView<T>& kv, const StepView& step, int32_t n_tiles, const float* q, int64_t qs, float* out,
             int64_t os, const AttentionShape& sh, int32_t group, const PrefillSplit& split, float* partial,
             int32_t n_tokens, cudaStream_t s) {
   constexpr int rows = F16Cfg<HD, NW>::kRows;
@@ -408,7 +417,7 @@ void launch(const KvLayer& kv, const StepView& step, int32_t n_tiles, const floa
   const bool splitting = split.splits > 1;
   const SplitOut so{splitting ? partial : nullptr, split.split_keys, n_tokens};
   const dim3 grid(unsigned(n_tiles), unsigned(sh.n_head_kv * chunks), unsigned(splitting ? split.splits : 1));
-  launch_pdl(prefill_f16_kernel<HD, NW>, grid, dim3(NW * 32), 0, s, kv, step, q, qs, out, os, sh, group, chunks, so);
+  launch_pdl(prefill_f16_kernel<HD, NW, T>, grid, dim3(NW * 32), 0, s, kv, step, q, qs, out, os, sh, group, chunks, so);
   CERA_CUDA_CHECK_LAUNCH();
   if (!splitting) return;
   const int32_t tile_rows = kAttentionTileTokens * sh.n_head;  // a warp per (token, q head)
@@ -427,29 +436,28 @@ int64_t attention_prefill_f16_blocks(int32_t n_tiles, const AttentionShape& sh) 
   return int64_t(n_tiles) * sh.n_head_kv * ((kAttentionTileTokens * group + rows - 1) / rows);
 }
 
-int64_t attention_prefill_f16_wave(const AttentionShape& sh) {
-  // Resident blocks of the shape's variant (registers and shared memory decide: 1 to 4 an SM), read
-  // once per variant: a process drives one kind of GPU.
-  auto wave = [](auto kernel, int threads) {
+namespace {
+// Resident blocks of a variant (registers and shared memory decide: 1 to 4 an SM) times the SMs,
+// read once per variant: a process drives one kind of GPU.
+template <int HD, int NW, class T>
+int64_t wave_of() {
+  static const int64_t w = [] {
     int per_sm = 0;
-    CERA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+    CERA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, prefill_f16_kernel<HD, NW, T>, NW * 32, 0));
     return int64_t(std::max(per_sm, 1)) * current_device_attribute(cudaDevAttrMultiProcessorCount);
-  };
-  const bool narrow = rows_per_block(sh.n_head / sh.n_head_kv) == 64;
-  if (sh.head_dim == 64) {
-    if (narrow) {
-      static const int64_t w = wave(prefill_f16_kernel<64, 4>, 4 * 32);
-      return w;
-    }
-    static const int64_t w = wave(prefill_f16_kernel<64, 8>, 8 * 32);
-    return w;
-  }
-  if (narrow) {
-    static const int64_t w = wave(prefill_f16_kernel<128, 4>, 4 * 32);
-    return w;
-  }
-  static const int64_t w = wave(prefill_f16_kernel<128, 8>, 8 * 32);
+  }();
   return w;
+}
+template <class T>
+int64_t wave_of(int32_t head_dim, bool narrow) {
+  if (head_dim == 64) return narrow ? wave_of<64, 4, T>() : wave_of<64, 8, T>();
+  return narrow ? wave_of<128, 4, T>() : wave_of<128, 8, T>();
+}
+}  // namespace
+
+int64_t attention_prefill_f16_wave(const AttentionShape& sh, bool kv_f16) {
+  const bool narrow = rows_per_block(sh.n_head / sh.n_head_kv) == 64;
+  return kv_f16 ? wave_of<__half>(sh.head_dim, narrow) : wave_of<float>(sh.head_dim, narrow);
 }
 
 void attention_prefill_f16(const KvLayer& kv, const StepView& step, int32_t n_tiles, const float* q, int64_t qs,
@@ -461,17 +469,19 @@ void attention_prefill_f16(const KvLayer& kv, const StepView& step, int32_t n_ti
     throw Error(ErrorCode::Internal, "prefill attention: a key split without its scratch or with a bad range");
   const int32_t group = sh.n_head / sh.n_head_kv;
   const bool narrow = rows_per_block(group) == 64;
-  if (sh.head_dim == 64) {
-    if (narrow)
-      launch<64, 4>(kv, step, n_tiles, q, qs, out, os, sh, group, split, partial, n_tokens, s);
-    else
-      launch<64, 8>(kv, step, n_tiles, q, qs, out, os, sh, group, split, partial, n_tokens, s);
-  } else {
-    if (narrow)
-      launch<128, 4>(kv, step, n_tiles, q, qs, out, os, sh, group, split, partial, n_tokens, s);
-    else
-      launch<128, 8>(kv, step, n_tiles, q, qs, out, os, sh, group, split, partial, n_tokens, s);
-  }
+  with_kv_view(kv, [&](auto view) {
+    if (sh.head_dim == 64) {
+      if (narrow)
+        launch<64, 4>(view, step, n_tiles, q, qs, out, os, sh, group, split, partial, n_tokens, s);
+      else
+        launch<64, 8>(view, step, n_tiles, q, qs, out, os, sh, group, split, partial, n_tokens, s);
+    } else {
+      if (narrow)
+        launch<128, 4>(view, step, n_tiles, q, qs, out, os, sh, group, split, partial, n_tokens, s);
+      else
+        launch<128, 8>(view, step, n_tiles, q, qs, out, os, sh, group, split, partial, n_tokens, s);
+    }
+  });
 }
 
 }  // namespace cera::cuda

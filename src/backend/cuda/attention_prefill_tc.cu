@@ -28,8 +28,10 @@
 #include <cstdint>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/kv_cache.cuh"
 #include "backend/cuda/pdl.h"
 #include "backend/cuda/ops.h"
+#include "cera/error.h"
 
 namespace cera::cuda {
 namespace {
@@ -88,7 +90,7 @@ __device__ __forceinline__ void cp_async_wait_1() { asm volatile("cp.async.wait_
 
 // grid (n_tiles, n_head_kv × row_chunks), kTcThreads threads, TcLayout<HD>::kSmemBytes dynamic smem.
 template <int HD>
-__global__ void __launch_bounds__(kTcThreads) prefill_tc_kernel(KvLayer kv, StepView step, const float* q,
+__global__ void __launch_bounds__(kTcThreads) prefill_tc_kernel(KvView<float> kv, StepView step, const float* q,
                                                                 int64_t qs, float* out, int64_t os,
                                                                 AttentionShape sh, int32_t group,
                                                                 int32_t row_chunks) {
@@ -300,7 +302,7 @@ __global__ void __launch_bounds__(kTcThreads) prefill_tc_kernel(KvLayer kv, Step
 }
 
 template <int HD>
-void launch(const KvLayer& kv, const StepView& step, int32_t n_tiles, const float* q, int64_t qs, float* out,
+void launch(const KvView<float>& kv, const StepView& step, int32_t n_tiles, const float* q, int64_t qs, float* out,
             int64_t os, const AttentionShape& sh, cudaStream_t s) {
   const int32_t group = sh.n_head / sh.n_head_kv;
   const int32_t chunks = (kAttentionTileTokens * group + kTcRows - 1) / kTcRows;
@@ -319,10 +321,12 @@ bool attention_prefill_tc_supported(int32_t head_dim) { return head_dim == 64 ||
 void attention_prefill_tc(const KvLayer& kv, const StepView& step, int32_t n_tiles, const float* q, int64_t qs,
                           float* out, int64_t os, const AttentionShape& sh, cudaStream_t s) {
   if (n_tiles <= 0) return;
+  if (kv.f16) throw Error(ErrorCode::Internal, "the 3xTF32 prefill attention reads an f32 KV cache only");
+  const KvView<float> view{static_cast<float*>(kv.base), kv.block_size, kv.kv_dim};
   if (sh.head_dim == 64)
-    launch<64>(kv, step, n_tiles, q, qs, out, os, sh, s);
+    launch<64>(view, step, n_tiles, q, qs, out, os, sh, s);
   else
-    launch<128>(kv, step, n_tiles, q, qs, out, os, sh, s);
+    launch<128>(view, step, n_tiles, q, qs, out, os, sh, s);
 }
 
 }  // namespace cera::cuda

@@ -31,6 +31,12 @@ struct CudaBackendOptions {
   bool fuse_conv = true;
   // Matvec blocks request their first weights before the PDL wait (CERA_CUDA_EARLY_WEIGHTS=0: after).
   bool early_weights = true;
+  // The KV cache's element type. F16 halves its memory (twice the context or sequences) and the
+  // bytes that prefill at depth reads, but decode's kernels read it no faster yet (H200, after 4,096
+  // tokens: tg128 5-12 % slower, see BENCHMARKS.md), so Auto is f32 for now (CERA_CUDA_KV=f32|f16
+  // overrides).
+  enum class KvCache { Auto, F32, F16 };
+  KvCache kv_cache = KvCache::Auto;
 };
 
 // Empty when a CUDA device can be used; otherwise why not ("built without CUDA", "no CUDA driver", ...).

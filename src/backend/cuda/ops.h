@@ -58,10 +58,14 @@ void qk_norm_rope(float* q, int64_t q_stride, float* k, int64_t k_stride, const 
                   const int32_t* positions, int32_t rows, cudaStream_t s);
 
 // ---- attention.cu
+// One attention layer's paged KV cache: [n_blocks][2][block_size][kv_dim], K then V per block, in
+// f32 or f16 (kv_cache.cuh: every kernel reads either; an f16 cache halves the bytes that decode at
+// depth and long prefills read, like llama.cpp's default cache type).
 struct KvLayer {
-  float* base;  // [n_blocks][2][block_size][kv_dim]: K then V per block
+  void* base;
   int32_t block_size;
   int32_t kv_dim;
+  bool f16;
 };
 struct AttentionShape {
   int32_t n_head, n_head_kv, head_dim;
@@ -89,10 +93,11 @@ inline constexpr int32_t kPrefillPartialStride = 4;   // floats after a range's 
 // see at most max_keys keys, on a device that holds wave_blocks of them at once; `forced` > 0 asks
 // for that many ranges.
 PrefillSplit plan_prefill_key_splits(int64_t blocks, int32_t max_keys, int64_t wave_blocks, int32_t forced = 0);
-// The plan for this launch: a split where the kernel the shape and precision pick can split its keys
-// (the f16 kernel), else none. CERA_CUDA_ATTENTION_SPLITS=N forces N ranges (tests, experiments).
+// The plan for this launch: a split where the kernel the shape, precision and cache type pick can
+// split its keys (the f16 kernel), else none. CERA_CUDA_ATTENTION_SPLITS=N forces N ranges (tests,
+// experiments).
 PrefillSplit attention_prefill_plan(int32_t n_tiles, int32_t max_keys, const AttentionShape& shape,
-                                    AttentionPrecision precision);
+                                    AttentionPrecision precision, bool kv_f16);
 // Scratch floats a split launch needs: every (range, token, q head) row's outputs, max and sum.
 inline size_t attention_prefill_partials(int32_t n_tokens, const AttentionShape& shape, const PrefillSplit& split) {
   if (split.splits <= 1) return 0;
@@ -100,8 +105,9 @@ inline size_t attention_prefill_partials(int32_t n_tokens, const AttentionShape&
          size_t(shape.head_dim + kPrefillPartialStride);
 }
 // Causal attention for every token of the step, over the step's tiles (StepView::tiles). Head dims
-// 64 and 128 take a tensor-core kernel of the given precision, others the SIMT kernel (fp32). The
-// environment overrides the choice: CERA_CUDA_ATTENTION=simt | tf32 | f16 (read per call). A split
+// 64 and 128 take a tensor-core kernel of the given precision (f16 for an f16 cache, which the
+// 3xTF32 kernel does not read), others the SIMT kernel (fp32 arithmetic). The environment
+// overrides the choice: CERA_CUDA_ATTENTION=simt | tf32 | f16 (read per call). A split
 // from attention_prefill_plan (same arguments) needs `partial` of attention_prefill_partials floats
 // and n_tokens, the step's token count.
 void attention_prefill(const KvLayer& kv, const StepView& step, int32_t n_tiles, const float* q, int64_t q_stride,
@@ -122,7 +128,7 @@ void attention_prefill_f16(const KvLayer& kv, const StepView& step, int32_t n_ti
                            const PrefillSplit& split = {}, float* partial = nullptr, int32_t n_tokens = 0);
 // Blocks of one (unsplit) f16 launch over n_tiles tiles, and how many of them the device holds at once.
 int64_t attention_prefill_f16_blocks(int32_t n_tiles, const AttentionShape& shape);
-int64_t attention_prefill_f16_wave(const AttentionShape& shape);
+int64_t attention_prefill_f16_wave(const AttentionShape& shape, bool kv_f16);
 // Attention for steps where every sequence has one token (T == n_seqs): splits each sequence's keys
 // into kDecodeSplits ranges; `partial` holds attention_decode_partials(T, shape) floats.
 inline constexpr int32_t kDecodeSplits = 16;
