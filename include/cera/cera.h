@@ -49,6 +49,7 @@ typedef struct cera_engine_options {
   int32_t embeddings;           /* non-zero: sessions also keep final-norm hidden states */
   const char* device;           /* "cpu", "cuda" or "cuda:N"; NULL or "": cpu (cuda when n_gpu_layers > 0) */
   int32_t n_gpu_layers;         /* llama.cpp's -ngl: 0 none, >= the layer count all; -1: not given */
+  const char* cache_type;       /* KV cache type: NULL or "": the default (f32); "f32"; "f16" (cuda only) */
 } cera_engine_options;
 
 /* Same defaults as cera::SamplingParams (llama.cpp's). temperature <= 0: greedy. */

@@ -42,6 +42,10 @@ struct EngineOptions {
   int32_t checkpoint_interval = 0;
   // Sessions also keep the final-norm hidden states of their output rows (Session::embeddings()).
   bool embeddings = false;
+  // KV cache element type, as llama.cpp's --cache-type-k/-v: "" (the device's default, f32), "f32",
+  // or "f16" (CUDA only: half the KV memory; decode at long contexts is a little slower). K and V
+  // share one type: an empty one takes the other's.
+  std::string cache_type_k, cache_type_v;
 };
 
 struct ModelInfo {

@@ -27,6 +27,10 @@ void add_model_flags(CLI::App& cmd, ModelFlags& f, bool model_required) {
   cmd.add_option("-c,--ctx-size", f.engine.n_ctx, "context size in tokens")->capture_default_str()->check(CLI::PositiveNumber);
   cmd.add_option("-b,--batch-size", f.engine.n_batch, "largest prompt chunk processed in one step (default: 512 on the CPU, 4096 on a GPU)")
       ->check(CLI::PositiveNumber);
+  cmd.add_option("--cache-type-k", f.engine.cache_type_k,
+                 "(or -ctk) KV cache type: f32 (default) or f16 (CUDA: half the KV memory); sets V too unless "
+                 "--cache-type-v is given");
+  cmd.add_option("--cache-type-v", f.engine.cache_type_v, "(or -ctv) as --cache-type-k; K and V share one type");
 }
 
 std::unique_ptr<Engine> load_engine(const EngineOptions& options) {

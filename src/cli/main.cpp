@@ -20,12 +20,15 @@ int main(int argc, char** argv) {
       cera::cli::add_chat_command(app),      cera::cli::add_embed_command(app),
   };
 
-  // llama.cpp spells some long flags with one dash (-ngl); CLI11 takes one-letter short names only,
-  // so those are rewritten to their long form before parsing.
+  // llama.cpp spells some long flags with one dash (-ngl, -ctk, -ctv); CLI11 takes one-letter short
+  // names only, so those are rewritten to their long form before parsing.
   std::vector<char*> args(argv, argv + argc);
-  static char ngl_long[] = "--n-gpu-layers";
-  for (auto& a : args)
+  static char ngl_long[] = "--n-gpu-layers", ctk_long[] = "--cache-type-k", ctv_long[] = "--cache-type-v";
+  for (auto& a : args) {
     if (std::strcmp(a, "-ngl") == 0) a = ngl_long;
+    if (std::strcmp(a, "-ctk") == 0) a = ctk_long;
+    if (std::strcmp(a, "-ctv") == 0) a = ctv_long;
+  }
   try {
     app.parse(int(args.size()), args.data());
   } catch (const CLI::ParseError& e) {

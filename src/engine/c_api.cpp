@@ -98,6 +98,7 @@ cera_engine_options cera_engine_options_default(void) {
   o.embeddings = d.embeddings ? 1 : 0;
   o.device = nullptr;
   o.n_gpu_layers = d.n_gpu_layers;
+  o.cache_type = nullptr;
   return o;
 }
 
@@ -153,6 +154,7 @@ cera_engine* cera_engine_load(const cera_engine_options* options, char* err, siz
     o.embeddings = options->embeddings != 0;
     o.device = options->device ? options->device : "";
     o.n_gpu_layers = options->n_gpu_layers;
+    o.cache_type_k = options->cache_type ? options->cache_type : "";
     auto e = std::make_unique<cera_engine>();
     e->engine = cera::Engine::load(o);
     out = e.release();

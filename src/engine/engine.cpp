@@ -19,8 +19,24 @@ std::string resolved_device(const EngineOptions& options) {
   return options.n_gpu_layers > 0 ? "cuda" : "cpu";
 }
 
+// The KV cache type the options ask for ("" for the default), checked against what cera stores.
+std::string resolved_cache_type(const EngineOptions& options, const std::string& device) {
+  for (const std::string* t : {&options.cache_type_k, &options.cache_type_v})
+    if (!t->empty() && *t != "f32" && *t != "f16")
+      throw Error(ErrorCode::Unsupported, "KV cache type '" + *t + "' is not supported (cera stores f32, or f16 on CUDA)");
+  const std::string& k = options.cache_type_k.empty() ? options.cache_type_v : options.cache_type_k;
+  const std::string& v = options.cache_type_v.empty() ? options.cache_type_k : options.cache_type_v;
+  if (k != v)
+    throw Error(ErrorCode::Unsupported, "K and V caches of different types (" + k + ", " + v +
+                                            ") are not supported: give --cache-type-k and --cache-type-v the same type");
+  if (k == "f16" && device == "cpu")
+    throw Error(ErrorCode::Unsupported, "an f16 KV cache needs --device cuda (the CPU backend keeps an f32 cache)");
+  return k;
+}
+
 std::unique_ptr<Backend> make_backend(const EngineOptions& options) {
   const std::string device = resolved_device(options);
+  const std::string cache_type = resolved_cache_type(options, device);
   if (device == "cpu") {
     if (options.n_gpu_layers > 0)
       throw Error(ErrorCode::InvalidArgument, "-ngl " + std::to_string(options.n_gpu_layers) +
@@ -39,6 +55,8 @@ std::unique_ptr<Backend> make_backend(const EngineOptions& options) {
         throw Error(ErrorCode::InvalidArgument, "bad device '" + device + "' (expected cuda or cuda:N, N a GPU index)");
       co.device = std::stoi(n);
     }
+    if (cache_type == "f32") co.kv_cache = CudaBackendOptions::KvCache::F32;
+    if (cache_type == "f16") co.kv_cache = CudaBackendOptions::KvCache::F16;
     return make_cuda_backend(co);
   }
   throw Error(ErrorCode::InvalidArgument, "unknown device '" + device + "' (expected cpu, cuda or cuda:N)");

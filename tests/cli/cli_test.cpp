@@ -112,6 +112,34 @@ TEST(Cli, DeviceFlags) {
       << no_such_gpu.err;
 }
 
+// --cache-type-k/-v (llama.cpp's -ctk/-ctv): f32 anywhere, f16 on CUDA; anything else, K and V of
+// different types, or f16 on the CPU refused in one line that says what to do.
+TEST(Cli, CacheTypeFlags) {
+  const std::string m = " -m " + bf16_model() + " -p hi -n 4 --temp 0";
+  const Result f32 = run_cera("run" + m + " -ctk f32 -ctv f32");
+  EXPECT_EQ(f32.exit_code, 0) << f32.err;
+  EXPECT_FALSE(f32.out.empty());
+  const Result f16_cpu = run_cera("run" + m + " -ctk f16");
+  EXPECT_EQ(f16_cpu.exit_code, 1);
+  EXPECT_EQ(count_lines(f16_cpu.err), 1u) << f16_cpu.err;
+  EXPECT_NE(f16_cpu.err.find("--device cuda"), std::string::npos) << f16_cpu.err;
+  const Result q8 = run_cera("run" + m + " --cache-type-k q8_0");
+  EXPECT_EQ(q8.exit_code, 1);
+  EXPECT_NE(q8.err.find("q8_0"), std::string::npos) << q8.err;
+  const Result mixed = run_cera("run" + m + " -ctk f32 -ctv f16 --device cuda");
+  EXPECT_EQ(mixed.exit_code, 1);
+  EXPECT_NE(mixed.err.find("same type"), std::string::npos) << mixed.err;
+  const std::string no_gpu = cuda_unavailable_reason();
+  const Result f16_gpu = run_cera("run" + m + " --device cuda -ctv f16");
+  if (no_gpu.empty()) {
+    EXPECT_EQ(f16_gpu.exit_code, 0) << f16_gpu.err;
+    EXPECT_FALSE(f16_gpu.out.empty());
+  } else {
+    EXPECT_EQ(f16_gpu.exit_code, 1);
+    EXPECT_NE(f16_gpu.err.find(no_gpu), std::string::npos) << f16_gpu.err;
+  }
+}
+
 TEST(Cli, BadTokenIdIsAClearError) {
   const Result r = run_cera("logits -m " + bf16_model() + " --token-ids 1,2,x -o /tmp/never.safetensors");
   EXPECT_EQ(r.exit_code, 1);
