@@ -32,9 +32,9 @@ struct CudaBackendOptions {
   // Matvec blocks request their first weights before the PDL wait (CERA_CUDA_EARLY_WEIGHTS=0: after).
   bool early_weights = true;
   // The KV cache's element type. F16 halves its memory (twice the context or sequences) and the
-  // bytes that prefill at depth reads, but decode's kernels read it no faster yet (H200, after 4,096
-  // tokens: tg128 5-12 % slower, see BENCHMARKS.md), so Auto is f32 for now (CERA_CUDA_KV=f32|f16
-  // overrides).
+  // bytes that prefill at depth reads, but decode reads it no faster yet (H200, after 4,096 tokens:
+  // tg128 4-12 % slower, BENCHMARKS.md), so Auto is f32 for now (--cache-type-k/-v, or
+  // CERA_CUDA_KV=f32|f16, which overrides).
   enum class KvCache { Auto, F32, F16 };
   KvCache kv_cache = KvCache::Auto;
 };

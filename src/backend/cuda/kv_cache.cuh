@@ -39,9 +39,9 @@ __device__ __forceinline__ T kv_cast(float x) {
 // The head dim of a lane's e-th element (e < E = head dims / 32) in the decode kernels, which spread
 // a head over a warp. An f32 cache: lane + 32e, a warp's loads of element e are 128 contiguous
 // bytes. An f16 cache: in pairs, 64·(e/2) + 2·lane + e%2, so a lane reads elements e and e + 1 as
-// one half2 and a warp still loads 128 bytes per instruction (one half per lane read 64 bytes
-// per load and made decode at depth 5-12 % slower than f32, H200). q, the accumulators and the
-// merged output follow the same map.
+// one half2 and a warp still loads 128 bytes per instruction (one half per lane, 64 bytes per
+// load, made 32 Qwen3-0.6B sequences after 2,048 tokens 35 % slower than with f32; in pairs 7 %
+// faster, H200). q, the accumulators and the merged output follow the same map.
 template <class T>
 __device__ __forceinline__ int32_t lane_dim(int lane, int e) {
   if constexpr (std::is_same_v<T, __half>) return 64 * (e / 2) + 2 * lane + (e % 2);

@@ -59,8 +59,8 @@ void qk_norm_rope(float* q, int64_t q_stride, float* k, int64_t k_stride, const 
 
 // ---- attention.cu
 // One attention layer's paged KV cache: [n_blocks][2][block_size][kv_dim], K then V per block, in
-// f32 or f16 (kv_cache.cuh: every kernel reads either; an f16 cache halves the bytes that decode at
-// depth and long prefills read, like llama.cpp's default cache type).
+// f32 or f16 (CudaBackendOptions::kv_cache; kv_cache.cuh: every kernel reads either). f16 halves
+// the cache's memory, as llama.cpp's default cache type does.
 struct KvLayer {
   void* base;
   int32_t block_size;
