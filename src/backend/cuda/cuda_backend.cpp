@@ -227,9 +227,11 @@ class CudaBackend final : public Backend {
     if (stream_) cudaStreamDestroy(stream_);
   }
 
+  // The cache type is named when it is not the default, so that bench rows say what they measured.
   std::string name() const override {
     return "cuda (" + std::string(props_.name) + ", sm_" + std::to_string(props_.major) +
-           std::to_string(props_.minor) + ", " + std::to_string(props_.totalGlobalMem >> 30) + " GiB)";
+           std::to_string(props_.minor) + ", " + std::to_string(props_.totalGlobalMem >> 30) + " GiB" +
+           (kv_f16() ? ", f16 KV" : "") + ")";
   }
 
   // ---- memory
