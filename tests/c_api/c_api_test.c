@@ -67,6 +67,13 @@ int main(void) {
     o.device = "tpu";
     e = cera_engine_load(&o, err, sizeof err);
     CHECK(e == NULL && strstr(err, "tpu") != NULL, "an unknown device was accepted: %s", err);
+    o.device = "cpu";
+    o.cache_type = "f16"; /* the CPU keeps an f32 cache: refused before the file is opened */
+    e = cera_engine_load(&o, err, sizeof err);
+    CHECK(e == NULL && strstr(err, "--device cuda") != NULL, "an f16 cache on the CPU was accepted: %s", err);
+    o.cache_type = "q8_0";
+    e = cera_engine_load(&o, err, sizeof err);
+    CHECK(e == NULL && strstr(err, "q8_0") != NULL, "an unknown cache type was accepted: %s", err);
   }
 
   char err[512] = "";
