@@ -164,11 +164,11 @@ class Backend {
   // A backend that copies weights into its own memory can reserve it at once, so that weights
   // uploaded one after another stay adjacent (the fused products run [gate; up] and q|k|v as one).
   virtual void reserve_weights(size_t /*bytes*/, size_t /*n_tensors*/) {}
+  // Bytes of one K or V element in the cache configure_state allocates; the engine sizes its
+  // prefix cache by it.
+  virtual size_t kv_element_bytes() const { return sizeof(float); }
   // The bytes upload_weight will keep for such a weight: as stored, unless the backend keeps
   // a format in a layout of its own (what reserve_weights is told is the sum of these).
-  // Bytes of one K or V element in the cache configure_state will allocate (after the weights are
-  // uploaded: a backend may pick the type from them); the engine sizes its prefix cache by it.
-  virtual size_t kv_element_bytes() const { return sizeof(float); }
   virtual size_t weight_bytes(GgmlType type, int64_t rows, int64_t cols) const {
     return ggml_row_bytes(type, cols) * size_t(rows);
   }

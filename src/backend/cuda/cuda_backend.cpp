@@ -261,11 +261,11 @@ class CudaBackend final : public Backend {
     return t;
   }
 
+  size_t kv_element_bytes() const override { return kv_f16() ? sizeof(__half) : sizeof(float); }
+
   // The whole model in one chunk when the loader says how much is coming (weight_bytes: the GPU
   // layout's sizes): a chunk boundary between gate and up (or q and k) would split that layer's
   // fused product in two.
-  size_t kv_element_bytes() const override { return kv_f16() ? sizeof(__half) : sizeof(float); }
-
   size_t weight_bytes(GgmlType type, int64_t rows, int64_t cols) const override {
     return cuda::device_row_bytes(type, cols) * size_t(rows);
   }
@@ -307,8 +307,7 @@ class CudaBackend final : public Backend {
   void configure_state(const StateLayout& layout) override {
     state_op();
     layout_ = layout;
-    kv_f16_ = kv_f16();
-    kv_.reset(kv_elem_bytes() * size_t(layout.n_attention_layers) * layout.n_kv_blocks * 2 *
+    kv_.reset(kv_element_bytes() * size_t(layout.n_attention_layers) * layout.n_kv_blocks * 2 *
               layout.kv_block_size * layout.kv_dim);
     conv_.reset(sizeof(float) * size_t(layout.n_conv_layers) * layout.n_conv_slots * layout.conv_state_dim);
     if (kv_.get()) CERA_CUDA_CHECK(cudaMemsetAsync(kv_.get(), 0, kv_.bytes(), stream_));
@@ -332,7 +331,7 @@ class CudaBackend final : public Backend {
 
   void copy_kv_block(int32_t src, int32_t dst) override {
     state_op();
-    const size_t block = kv_elem_bytes() * 2 * layout_.kv_block_size * layout_.kv_dim;
+    const size_t block = kv_element_bytes() * 2 * layout_.kv_block_size * layout_.kv_dim;
     for (int32_t l = 0; l < layout_.n_attention_layers; ++l) {
       char* base = static_cast<char*>(kv_layer(l).base);
       CERA_CUDA_CHECK(cudaMemcpyAsync(base + size_t(dst) * block, base + size_t(src) * block, block,
@@ -666,7 +665,7 @@ class CudaBackend final : public Backend {
     // Prefill steps are never captured: their key split's scratch may grow at any step.
     const cuda::PrefillSplit split =
         decode_ ? cuda::PrefillSplit{}
-                : cuda::attention_prefill_plan(n_tiles_, max_keys_, sh, attention_precision_, kv_f16_);
+                : cuda::attention_prefill_plan(n_tiles_, max_keys_, sh, attention_precision_, kv_f16());
     prefill_partial_.ensure(sizeof(float) * cuda::attention_prefill_partials(n_tokens_, sh, split));
     if (!begin_op("attention")) return;
     const cuda::KvLayer kv = kv_layer(layer);
@@ -988,13 +987,12 @@ class CudaBackend final : public Backend {
     cuda::KvLayer v;
     v.block_size = layout_.kv_block_size;
     v.kv_dim = layout_.kv_dim;
-    v.f16 = kv_f16_;
+    v.f16 = kv_f16();
     v.base = kv_.as<char>() +
-             kv_elem_bytes() * size_t(l) * layout_.n_kv_blocks * 2 * layout_.kv_block_size * layout_.kv_dim;
+             kv_element_bytes() * size_t(l) * layout_.n_kv_blocks * 2 * layout_.kv_block_size * layout_.kv_dim;
     return v;
   }
-  size_t kv_elem_bytes() const { return kv_f16_ ? sizeof(__half) : sizeof(float); }  // the allocated cache's
-  // What the next configure_state gives the cache (options_.kv_cache; Auto: f32).
+  // Whether the cache holds f16 (options_.kv_cache, fixed for the backend's life; Auto: f32).
   bool kv_f16() const { return options_.kv_cache == CudaBackendOptions::KvCache::F16; }
   float* conv_slot_ptr(int32_t l, int32_t slot) {
     return conv_.as<float>() + (size_t(l) * layout_.n_conv_slots + size_t(slot)) * layout_.conv_state_dim;
@@ -1034,7 +1032,6 @@ class CudaBackend final : public Backend {
   CudaGraph* replay_ = nullptr;
 
   cuda::AttentionPrecision attention_precision_ = cuda::AttentionPrecision::F32;
-  bool kv_f16_ = false;  // the cache configure_state allocated holds f16
   DeviceBuffer in16_, mid16_;  // fused prefill: the 16-bit GEMM inputs (normed x; SwiGLU output)
   DeviceBuffer partial_;  // decode attention's split results
   DeviceBuffer prefill_partial_;  // prefill attention's key-range results (cuda::PrefillSplit)
