@@ -171,45 +171,76 @@ __device__ void start_heads(int32_t nh, int32_t hd, QAt q_at, float (&qv)[H][E],
   }
 }
 
-// Keys whose K and V a warp loads together before using them (32 registers of each lane's share).
-template <int E>
-inline constexpr int kKeyBatch = E <= 2 ? 8 : E <= 4 ? 4 : 2;
+// Keys whose K and V a warp loads together before using them (32 registers of each lane's share):
+// an f16 cache's keys stay in pairs of halves (half2) until folded, so the same registers hold
+// twice the keys, and a split twice the keys (kFusedKeysPerSplit). H200, f16 cache against f32
+// (`CERA_CUDA_KV`, tg128 at depth 0 / after 4,096 tokens): with f32-sized batches of halves LFM2-1.2B
+// BF16 -4 % after 4,096, Llama-3.2-1B -8 %, Qwen3-0.6B -12 %; with these -2 % / -1 %, -2 % / -1 %,
+// +4 % / +3 % (docs/BENCHMARKS.md).
+template <class T, int E>
+inline constexpr int kKeyBatch = (std::is_same_v<T, __half> ? 2 : 1) * (E <= 2 ? 8 : E <= 4 ? 4 : 2);
 
 // One batch of a warp's keys: jb, jb + W, ... (kKeyBatch of them, those < j1; W warps). Decode
 // contexts are short, so the loads' latency, not their bytes, is what a key costs: a warp issues a
 // whole batch's loads, then folds the keys in one by one, in the same order as one at a time.
-template <int E>
+// Element e of key u is k(u, e) (lane_dim<T>'s map), as float.
+template <class T, int E>
 struct KeyBatch {
-  float k[kKeyBatch<E>][E], v[kKeyBatch<E>][E];
+  static constexpr bool kHalf = std::is_same_v<T, __half>;
+  static constexpr int kWords = kHalf ? E / 2 : E;
+  using Word = std::conditional_t<kHalf, __half2, float>;
+  Word kw[kKeyBatch<T, E>][kWords], vw[kKeyBatch<T, E>][kWords];
+  __device__ __forceinline__ float k(int u, int e) const { return element(kw[u], e); }
+  __device__ __forceinline__ float v(int u, int e) const { return element(vw[u], e); }
+  __device__ static __forceinline__ float element(const Word (&w)[kWords], int e) {
+    if constexpr (kHalf) return e % 2 ? __high2float(w[e / 2]) : __low2float(w[e / 2]);
+    else return w[e];
+  }
 };
+
+// A lane's words of the head row at p (K or V) as a KeyBatch holds them: its E elements (f32), or
+// its E / 2 pairs (f16); zero at or past hd.
+template <int E>
+__device__ __forceinline__ void kv_load_words(const float* p, int32_t hd, float (&w)[E]) {
+  kv_load_lane(p, hd, w);
+}
+template <int W2>
+__device__ __forceinline__ void kv_load_words(const __half* p, int32_t hd, __half2 (&w)[W2]) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int i = 0; i < W2; ++i) {
+    const int32_t d = lane_dim<__half>(lane, 2 * i);  // even: hd is even, so d < hd means d + 1 < hd
+    w[i] = d < hd ? *reinterpret_cast<const __half2*>(p + d) : __floats2half2_rn(0.f, 0.f);
+  }
+}
 
 // key_at(j) points at key j's head (in the cache's element type); its value is v_offset elements
 // further, except that the key `own_k` (if given) has its value at own_v. Keys equal to `skip` are
 // left unloaded.
 template <class KeyAt>
 using KeyPtr = decltype(std::declval<KeyAt&>()(int32_t(0)));
-template <int W, int E, class KeyAt>
-__device__ void load_keys(int32_t jb, int32_t j1, int32_t hd, KeyAt key_at, int64_t v_offset, KeyBatch<E>& kb,
+template <int W, class T, int E, class KeyAt>
+__device__ void load_keys(int32_t jb, int32_t j1, int32_t hd, KeyAt key_at, int64_t v_offset, KeyBatch<T, E>& kb,
                           KeyPtr<KeyAt> own_k = nullptr, KeyPtr<KeyAt> own_v = nullptr, int32_t skip = -1) {
 #pragma unroll
-  for (int u = 0; u < kKeyBatch<E>; ++u) {
+  for (int u = 0; u < kKeyBatch<T, E>; ++u) {
     const int32_t j = jb + u * W;
     if (j >= j1) break;
     if (j == skip) continue;  // filled in by the caller
     const auto kp = key_at(j);
     const auto vp = kp == own_k ? own_v : kp + v_offset;
-    kv_load_lane(kp, hd, kb.k[u]);
-    kv_load_lane(vp, hd, kb.v[u]);
+    kv_load_words(kp, hd, kb.kw[u]);
+    kv_load_words(vp, hd, kb.vw[u]);
   }
 }
 
 // Online softmax of the block's nh q heads (qv) over the batch's keys, as one update per head: the
 // batch's dot products are reduced together (their shuffle chains interleave), then the running
 // max, sum and output move once. Latency, not arithmetic, is what a decode key costs.
-template <int W, int H, int E>
+template <int W, int H, class T, int E>
 __device__ void fold_keys(int32_t jb, int32_t j1, int32_t nh, const AttentionShape& sh, const float (&qv)[H][E],
-                          float (&acc)[H][E], float (&m)[H], float (&l)[H], const KeyBatch<E>& kb) {
-  constexpr int U = kKeyBatch<E>;
+                          float (&acc)[H][E], float (&m)[H], float (&l)[H], const KeyBatch<T, E>& kb) {
+  constexpr int U = kKeyBatch<T, E>;
 #pragma unroll
   for (int g = 0; g < H; ++g) {
     if (g >= nh) break;
@@ -219,8 +250,12 @@ __device__ void fold_keys(int32_t jb, int32_t j1, int32_t nh, const AttentionSha
       s[u] = 0.f;
       if (jb + u * W < j1)
 #pragma unroll
-        for (int e = 0; e < E; ++e) s[u] += qv[g][e] * kb.k[u][e];
+        for (int e = 0; e < E; ++e) s[u] += qv[g][e] * kb.k(u, e);
     }
+    // Every key of the batch is reduced, even past j1: skipping those (a warp-uniform branch per
+    // key) broke the interleaving of the shuffle chains — H200 `--parallel 1` LFM2-1.2B BF16 1,432
+    // -> 1,411, Llama-3.2-1B 1,253 -> 1,220, Qwen3-0.6B 1,517 -> 1,464; tg128 after 4,096 tokens
+    // LFM2-1.2B 1,245 -> 1,120.
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
 #pragma unroll
@@ -240,7 +275,7 @@ __device__ void fold_keys(int32_t jb, int32_t j1, int32_t nh, const AttentionSha
       const float p = expf(s[u] * sh.scale - mx);
       l[g] += p;
 #pragma unroll
-      for (int e = 0; e < E; ++e) acc[g][e] += p * kb.v[u][e];
+      for (int e = 0; e < E; ++e) acc[g][e] += p * kb.v(u, e);
     }
   }
 }
@@ -249,21 +284,21 @@ __device__ void fold_keys(int32_t jb, int32_t j1, int32_t nh, const AttentionSha
 // layer: few sequences, where latency is what a key costs): each of the W warps takes every W-th
 // key, each lane every 32nd element; `first` is the warp's first batch, already loaded. key_at /
 // own_k / own_v as in load_keys.
-template <int W, int H, int E, class KeyAt>
+template <int W, int H, class T, int E, class KeyAt>
 __device__ void attend_key_batches(int32_t j0, int32_t j1, int32_t nh, const AttentionShape& sh,
                                    const float (&qv)[H][E], float (&acc)[H][E], float (&m)[H], float (&l)[H],
                                    KeyAt key_at, int64_t v_offset, KeyPtr<KeyAt> own_k, KeyPtr<KeyAt> own_v,
-                                   const KeyBatch<E>& first) {
+                                   const KeyBatch<T, E>& first) {
   const int warp = threadIdx.x / 32;
-  constexpr int32_t kStride = W * kKeyBatch<E>;
+  constexpr int32_t kStride = W * kKeyBatch<T, E>;
   // The next batch's loads are issued before this one is folded, so a warp's folding overlaps its
   // next loads instead of waiting for them (no spills: ≤ 128 registers at 16 warps). H200, tg128
   // after 3,800 tokens (`cera bench -d`), same start: LFM2-1.2B BF16 1,216, 1,213 -> 1,271, 1,266,
   // Llama-3.2-1B 919, 921 -> 1,009, 1,008, Qwen3-0.6B 912, 914 -> 952, 952; after 1,000 and at 0
   // within the spread.
-  KeyBatch<E> cur = first;
+  KeyBatch<T, E> cur = first;
   for (int32_t jb = j0 + warp; jb < j1; jb += kStride) {
-    KeyBatch<E> next;
+    KeyBatch<T, E> next;
     if (jb + kStride < j1) load_keys<W>(jb + kStride, j1, sh.head_dim, key_at, v_offset, next, own_k, own_v);
     fold_keys<W>(jb, j1, nh, sh, qv, acc, m, l, cur);
     cur = next;
@@ -453,7 +488,8 @@ __device__ __forceinline__ T* cluster_peer(T* p, int rank) {
 // A block is kFusedWarps warps over kFusedHeads q heads, and a split is as many keys as its warps
 // load in one batch each, before the PDL wait: the keys' loads overlap the products before the
 // layer, and after the wait a split folds in keys already in registers. Head dims up to 64 take
-// 128 keys per split, 80-128 take 64, so a short decode needs no merge between blocks. (The
+// 128 keys per split, 80-128 take 64 (twice that from an f16 cache, whose batches hold twice the
+// keys: kKeyBatch), so a short decode needs no merge between blocks. (The
 // previous shape, 4 warps and 32 keys per split, measured tg128 2-4 % slower on LFM2-1.2B and
 // Llama-3.2-1B and 11 % slower on Qwen3-0.6B (28 attention layers, head dim 128), H200.)
 // Up to 4 q heads a block (kFusedHeads): steps of several tokens take 4, since twice the blocks
@@ -482,8 +518,8 @@ constexpr int kFusedHeadsOneToken = 2;
 constexpr int kClusterSplits = 8;
 template <int kMaxHd>
 inline constexpr int kFusedWarps = kMaxHd <= 128 ? 16 : 8;  // shared memory: sm.o is W · H · kMaxHd floats
-template <int kMaxHd>
-inline constexpr int32_t kFusedKeysPerSplit = kFusedWarps<kMaxHd> * kKeyBatch<kMaxHd / 32>;
+template <int kMaxHd, class T>
+inline constexpr int32_t kFusedKeysPerSplit = kFusedWarps<kMaxHd> * kKeyBatch<T, kMaxHd / 32>;
 
 // The W warps' online-softmax parts of the block's H heads, merged in shared memory.
 template <int kMaxHd, int W, int H>
@@ -565,7 +601,7 @@ __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
   const int32_t slot = sq.n_past + (t - sq.first_token);  // the token's cache position
   const int32_t n_keys = slot + 1;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  constexpr int32_t kKeys = kFusedKeysPerSplit<kMaxHd>;
+  constexpr int32_t kKeys = kFusedKeysPerSplit<kMaxHd, T>;
   const int32_t n_split = min(int32_t(gridDim.z), (n_keys + kKeys - 1) / kKeys);
   if (split >= n_split) {  // block-uniform: no barrier below is skipped by part of a block
     pdl_trigger_dependents();
@@ -577,7 +613,7 @@ __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
   const int32_t j0 = split * per, j1 = min(n_keys, j0 + per);
   const int64_t v_offset = int64_t(kv.block_size) * kv.kv_dim;
   auto cached_key = [&](int32_t j) -> const T* { return k_at(kv, table, j) + int64_t(kvh) * hd; };
-  KeyBatch<E> first;
+  KeyBatch<T, E> first;
   load_keys<W>(j0 + warp, j1, hd, cached_key, v_offset, first, nullptr, nullptr, slot);
   const RopeLane<kMaxHd / 64> rot =
       in.rope.n_rot > 0 ? rope_lane<kMaxHd / 64>(in.rope, step.positions[t]) : RopeLane<kMaxHd / 64>{};
@@ -614,8 +650,8 @@ __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
   }
   // The token's own key, if it is in the first batch, from shared memory.
 #pragma unroll
-  for (int u = 0; u < kKeyBatch<E>; ++u)
-    if (j0 + warp + u * W == slot && slot < j1) kv_load_lane(sm_kc, hd, first.k[u]), kv_load_lane(sm_vc, hd, first.v[u]);
+  for (int u = 0; u < kKeyBatch<T, E>; ++u)
+    if (j0 + warp + u * W == slot && slot < j1) kv_load_words(sm_kc, hd, first.kw[u]), kv_load_words(sm_vc, hd, first.vw[u]);
 
   float qv[H][E], acc[H][E], m[H], l[H];
   start_heads<T>(nh, hd, [&](int32_t g, int32_t d) { return sm_q[g][d]; }, qv, acc, m, l);
@@ -770,9 +806,9 @@ bool decode_clusters_usable(int size, int64_t n_clusters) {
 // A cluster has as many splits as the context span needs (a power of two, 2 to kClusterSplits):
 // its blocks wait for that many free SMs of one GPC, so a 200-key context takes 2 of them, not 8
 // of which 6 only join the barriers.
-template <int kMaxHd>
+template <int kMaxHd, class T>
 int cluster_size(int32_t context_span) {
-  return std::clamp(context_span / kFusedKeysPerSplit<kMaxHd>, 2, kClusterSplits);
+  return std::clamp(context_span / kFusedKeysPerSplit<kMaxHd, T>, 2, kClusterSplits);
 }
 
 template <int kMaxHd, int H, class T>
@@ -780,7 +816,7 @@ void launch_decode_fused(const KvView<T>& kv, const StepView& step, int32_t n_to
                          int64_t os, const AttentionShape& sh, int32_t group, int32_t chunks, float* partial,
                          unsigned* counters, int32_t context_span, cudaStream_t s) {
   const dim3 block(kFusedWarps<kMaxHd> * 32);
-  const int size = cluster_size<kMaxHd>(context_span);
+  const int size = cluster_size<kMaxHd, T>(context_span);
   if (context_span > 0 && decode_clusters_usable<kMaxHd, H, T>(size, int64_t(n_tokens) * sh.n_head_kv * chunks)) {
     const dim3 grid(unsigned(n_tokens), unsigned(sh.n_head_kv * chunks), unsigned(size));
     launch_pdl_cluster(decode_fused_kernel<kMaxHd, true, H, T>, grid, block, dim3(1, 1, unsigned(size)), 0, s, kv,

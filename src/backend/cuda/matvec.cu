@@ -369,7 +369,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
       // of the tile (16 blocks of 32 elements), each lane one half (int8_dot.cuh): its 8 nibble
       // bytes of each row with one aligned load and the block's scale, straight into registers.
       // (H200, the layout probe of `466b129` against GGML blocks staged through shared memory:
-      // [gate; up] 1.25×, down 1.30×, head 1.46× faster; docs/BENCHMARKS.md.)
+      // [gate; up] 1.25×, down 1.30×, head 1.46× faster; docs/BENCHMARKS.md.) Not kept: each warp
+      // copying all of its tiles into shared memory with cp.async before the PDL wait, so a block's
+      // whole share is in flight without holding registers — H200 tg128 LFM2-1.2B Q4_0 2,386 →
+      // 1,903, Llama-3.2-1B Q4_0 2,057 → 1,719 (same arithmetic, bit for bit the same outputs).
       const int half = lane & 1, blk = lane >> 1;
       uint2 nib[R];
       uint32_t scale[R];
