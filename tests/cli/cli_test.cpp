@@ -83,22 +83,26 @@ TEST(Cli, TruncatedModelFileIsOneClearLine) {
   EXPECT_NE(r.err.find("truncated.gguf"), std::string::npos) << r.err;
 }
 
+// A run that asked for the GPU: text where there is one, else (CI) exit 1 with one line that
+// carries the reason (no_gpu: cuda_unavailable_reason()).
+void expect_gpu_run(const Result& r, const std::string& no_gpu, const std::string& flags) {
+  if (no_gpu.empty()) {
+    EXPECT_EQ(r.exit_code, 0) << flags << ": " << r.err;
+    EXPECT_FALSE(r.out.empty()) << flags;
+  } else {
+    EXPECT_EQ(r.exit_code, 1) << flags;
+    EXPECT_EQ(count_lines(r.err), 1u) << flags << ": " << r.err;
+    EXPECT_NE(r.err.find(no_gpu), std::string::npos) << flags << ": " << r.err;
+  }
+}
+
 // --device / -ngl: a GPU run where there is one, one clear line where there is none (CI), and
 // contradictory or malformed choices refused before anything loads.
 TEST(Cli, DeviceFlags) {
   const std::string m = " -m " + bf16_model() + " -p hi -n 4 --temp 0";
   const std::string no_gpu = cuda_unavailable_reason();
-  for (const char* flags : {"--device cuda", "-ngl 99"}) {
-    const Result r = run_cera("run" + m + " " + flags);
-    if (no_gpu.empty()) {
-      EXPECT_EQ(r.exit_code, 0) << flags << ": " << r.err;
-      EXPECT_FALSE(r.out.empty()) << flags;
-    } else {
-      EXPECT_EQ(r.exit_code, 1) << flags;
-      EXPECT_EQ(count_lines(r.err), 1u) << r.err;
-      EXPECT_NE(r.err.find(no_gpu), std::string::npos) << r.err;
-    }
-  }
+  for (const char* flags : {"--device cuda", "-ngl 99"})
+    expect_gpu_run(run_cera("run" + m + " " + flags), no_gpu, flags);
   const Result contradiction = run_cera("run" + m + " --device cpu -ngl 99");
   EXPECT_EQ(contradiction.exit_code, 1);
   EXPECT_NE(contradiction.err.find("--device cuda"), std::string::npos) << contradiction.err;
@@ -129,15 +133,7 @@ TEST(Cli, CacheTypeFlags) {
   const Result mixed = run_cera("run" + m + " -ctk f32 -ctv f16 --device cuda");
   EXPECT_EQ(mixed.exit_code, 1);
   EXPECT_NE(mixed.err.find("same type"), std::string::npos) << mixed.err;
-  const std::string no_gpu = cuda_unavailable_reason();
-  const Result f16_gpu = run_cera("run" + m + " --device cuda -ctv f16");
-  if (no_gpu.empty()) {
-    EXPECT_EQ(f16_gpu.exit_code, 0) << f16_gpu.err;
-    EXPECT_FALSE(f16_gpu.out.empty());
-  } else {
-    EXPECT_EQ(f16_gpu.exit_code, 1);
-    EXPECT_NE(f16_gpu.err.find(no_gpu), std::string::npos) << f16_gpu.err;
-  }
+  expect_gpu_run(run_cera("run" + m + " --device cuda -ctv f16"), cuda_unavailable_reason(), "--device cuda -ctv f16");
 }
 
 TEST(Cli, BadTokenIdIsAClearError) {
