@@ -78,7 +78,8 @@ Command add_bench_command(CLI::App& app) {
                   "generate the first -n length greedily together, one token per sequence per step (aggregate t/s)")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--parallel-prompt", f->parallel_prompt, "prompt tokens per sequence for --parallel")
+  cmd->add_option("--parallel-prompt", f->parallel_prompt,
+                  "prompt tokens per sequence for --parallel (its context depth: -d applies to the pp/tg tests only)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("-o,--output", f->output, "output format: md (a markdown table), json, jsonl or csv, as llama-bench")

@@ -655,6 +655,7 @@ __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
 
   float qv[H][E], acc[H][E], m[H], l[H];
   start_heads<T>(nh, hd, [&](int32_t g, int32_t d) { return sm_q[g][d]; }, qv, acc, m, l);
+  trace::trace_mark(5);  // the token's k/v stored, the heads' q in registers: folding starts
   // Later batches: the token's own key and value come from shared memory (own_k / own_v).
   attend_key_batches<W>(j0, j1, nh, sh, qv, acc, m, l,
                         [&](int32_t j) -> const T* { return j == slot ? sm_kc : cached_key(j); }, v_offset, sm_kc,
@@ -842,8 +843,8 @@ void store_kv(const KvLayer& kv, const StepView& step, const float* k, int64_t k
 namespace {
 // The f16 tensor-core kernel where the precision asks for it, or the override; also for an f16
 // cache unless the SIMT kernel is forced: the 3xTF32 kernel copies f32 tiles only.
-bool takes_f16_kernel(const AttentionShape& sh, AttentionPrecision precision, bool kv_f16) {
-  const PrefillOverride forced = prefill_override();
+bool takes_f16_kernel(const AttentionShape& sh, AttentionPrecision precision, bool kv_f16,
+                      PrefillOverride forced = prefill_override()) {
   const bool f16 = forced == PrefillOverride::F16 ||
                    (forced == PrefillOverride::None && (precision == AttentionPrecision::F16 || kv_f16)) ||
                    (forced == PrefillOverride::Tf32 && kv_f16);
@@ -864,11 +865,11 @@ void attention_prefill(const KvLayer& kv, const StepView& step, int32_t n_tiles,
                        float* out, int64_t os, const AttentionShape& sh, cudaStream_t s,
                        AttentionPrecision precision, const PrefillSplit& split, float* partial, int32_t n_tokens) {
   if (n_tiles <= 0) return;
-  if (takes_f16_kernel(sh, precision, kv.f16)) {
+  const PrefillOverride forced = prefill_override();  // the environment is read once per launch
+  if (takes_f16_kernel(sh, precision, kv.f16, forced)) {
     attention_prefill_f16(kv, step, n_tiles, q, qs, out, os, sh, s, split, partial, n_tokens);
     return;
   }
-  const PrefillOverride forced = prefill_override();
   if (forced != PrefillOverride::Simt && !kv.f16 && attention_prefill_tc_supported(sh.head_dim)) {
     attention_prefill_tc(kv, step, n_tiles, q, qs, out, os, sh, s);
     return;
