@@ -278,17 +278,26 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   for (int t = 0; t < NX; ++t) ssq[t] = 0.0f;
 
   pdl_launch_dependents();
+  const int64_t group = blockIdx.x;  // the grid has exactly one block per row group
+  // The group's weight rows: per_group consecutive rows of each part (R consecutive ones when
+  // there is one part). A tail group repeats the last row (its results are not stored).
+  const int64_t row0 = group * per_group;
+  // Accumulate: the output this thread adds to (thread r·NX + t: row r, x row t), read as soon as
+  // the wait returns, so that its load overlaps the product instead of following it in the epilogue.
+  const bool acc_thread = f.out == int(MatvecFusion::Out::Accumulate) && threadIdx.x < R * NX &&
+                          row0 + threadIdx.x / NX < n_out;
+  float* const acc_out = acc_thread ? y + (threadIdx.x % NX) * y_stride + row0 + threadIdx.x / NX : nullptr;
+  float y_in = 0.0f;
   bool waited = false;
   auto wait_for_inputs = [&] {  // after the first weights are in flight (pdl.h)
-    if (!waited) pdl_wait();
+    if (!waited) {
+      pdl_wait();
+      if (acc_thread) y_in = *acc_out;
+    }
     waited = true;
   };
 
   {
-    const int64_t group = blockIdx.x;  // the grid has exactly one block per row group
-    // The group's weight rows: per_group consecutive rows of each part (R consecutive ones when
-    // there is one part). A tail group repeats the last row (its results are not stored).
-    const int64_t row0 = group * per_group;
     const uint8_t* rows[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -599,7 +608,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
       if (row0 + r < n_out) {
         const float s = total(r, t);
         float* out = y + t * y_stride + row0 + r;
-        if (f.out == int(MatvecFusion::Out::Accumulate)) *out += f.scale * s;
+        if (f.out == int(MatvecFusion::Out::Accumulate)) *out = y_in + f.scale * s;  // out == acc_out
         else *out = s;
       }
     }
