@@ -283,7 +283,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   // there is one part). A tail group repeats the last row (its results are not stored).
   const int64_t row0 = group * per_group;
   // Accumulate: the output this thread adds to (thread r·NX + t: row r, x row t), read as soon as
-  // the wait returns, so that its load overlaps the product instead of following it in the epilogue.
+  // the wait returns, so that its load overlaps the product instead of following it in the epilogue
+  // (H200 tg128: LFM2-1.2B Q4_0 2,387 -> 2,418, Llama-3.2-1B Q4_0 2,049 -> 2,070, BF16 +0.5-0.8 %).
   const bool acc_thread = f.out == int(MatvecFusion::Out::Accumulate) && threadIdx.x < R * NX &&
                           row0 + threadIdx.x / NX < n_out;
   float* const acc_out = acc_thread ? y + (threadIdx.x % NX) * y_stride + row0 + threadIdx.x / NX : nullptr;
