@@ -65,11 +65,17 @@ TEST(Cli, UnknownFlagIsANonZeroExitNamingIt) {
   EXPECT_NE(r.err.find("no-such-flag"), std::string::npos) << r.err;
 }
 
+// A refused command: exit 1 and one line on stderr that contains `needle` (what: the flags, for
+// the failure message).
+void expect_one_line_error(const Result& r, const std::string& needle, const std::string& what = "") {
+  EXPECT_EQ(r.exit_code, 1) << what;
+  EXPECT_EQ(count_lines(r.err), 1u) << what << ": " << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << what << ": " << r.err;
+}
+
 TEST(Cli, MissingModelFileIsOneClearLine) {
   const Result r = run_cera("run -m /nonexistent/model.gguf -p hi");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(count_lines(r.err), 1u) << r.err;
-  EXPECT_NE(r.err.find("/nonexistent/model.gguf"), std::string::npos) << r.err;
+  expect_one_line_error(r, "/nonexistent/model.gguf");
   EXPECT_TRUE(r.out.empty());
 }
 
@@ -77,10 +83,7 @@ TEST(Cli, TruncatedModelFileIsOneClearLine) {
   const std::string bytes = test::read_text_file(bf16_model());
   const std::string path = ::testing::TempDir() + "/truncated.gguf";
   std::ofstream(path, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size() / 2));
-  const Result r = run_cera("run -m " + path + " -p hi");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(count_lines(r.err), 1u) << r.err;
-  EXPECT_NE(r.err.find("truncated.gguf"), std::string::npos) << r.err;
+  expect_one_line_error(run_cera("run -m " + path + " -p hi"), "truncated.gguf");
 }
 
 // A run that asked for the GPU: text where there is one, else (CI) exit 1 with one line that
@@ -90,9 +93,7 @@ void expect_gpu_run(const Result& r, const std::string& no_gpu, const std::strin
     EXPECT_EQ(r.exit_code, 0) << flags << ": " << r.err;
     EXPECT_FALSE(r.out.empty()) << flags;
   } else {
-    EXPECT_EQ(r.exit_code, 1) << flags;
-    EXPECT_EQ(count_lines(r.err), 1u) << flags << ": " << r.err;
-    EXPECT_NE(r.err.find(no_gpu), std::string::npos) << flags << ": " << r.err;
+    expect_one_line_error(r, no_gpu, flags);
   }
 }
 
@@ -109,11 +110,7 @@ TEST(Cli, DeviceFlags) {
   const Result unknown = run_cera("run" + m + " --device tpu");
   EXPECT_NE(unknown.exit_code, 0);
   EXPECT_NE(unknown.err.find("tpu"), std::string::npos) << unknown.err;
-  const Result no_such_gpu = run_cera("run" + m + " --device cuda:99");
-  EXPECT_EQ(no_such_gpu.exit_code, 1);
-  EXPECT_EQ(count_lines(no_such_gpu.err), 1u) << no_such_gpu.err;
-  EXPECT_NE(no_such_gpu.err.find(no_gpu.empty() ? "no CUDA device 99" : no_gpu), std::string::npos)
-      << no_such_gpu.err;
+  expect_one_line_error(run_cera("run" + m + " --device cuda:99"), no_gpu.empty() ? "no CUDA device 99" : no_gpu);
 }
 
 // --cache-type-k/-v (llama.cpp's -ctk/-ctv): f32 anywhere, f16 on CUDA; anything else, K and V of
@@ -123,10 +120,7 @@ TEST(Cli, CacheTypeFlags) {
   const Result f32 = run_cera("run" + m + " -ctk f32 -ctv f32");
   EXPECT_EQ(f32.exit_code, 0) << f32.err;
   EXPECT_FALSE(f32.out.empty());
-  const Result f16_cpu = run_cera("run" + m + " -ctk f16");
-  EXPECT_EQ(f16_cpu.exit_code, 1);
-  EXPECT_EQ(count_lines(f16_cpu.err), 1u) << f16_cpu.err;
-  EXPECT_NE(f16_cpu.err.find("--device cuda"), std::string::npos) << f16_cpu.err;
+  expect_one_line_error(run_cera("run" + m + " -ctk f16"), "--device cuda");
   const Result q8 = run_cera("run" + m + " --cache-type-k q8_0");
   EXPECT_EQ(q8.exit_code, 1);
   EXPECT_NE(q8.err.find("q8_0"), std::string::npos) << q8.err;
