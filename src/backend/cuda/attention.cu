@@ -198,22 +198,6 @@ struct KeyBatch {
   }
 };
 
-// A lane's words of the head row at p (K or V) as a KeyBatch holds them: its E elements (f32), or
-// its E / 2 pairs (f16); zero at or past hd.
-template <int E>
-__device__ __forceinline__ void kv_load_words(const float* p, int32_t hd, float (&w)[E]) {
-  kv_load_lane(p, hd, w);
-}
-template <int W2>
-__device__ __forceinline__ void kv_load_words(const __half* p, int32_t hd, __half2 (&w)[W2]) {
-  const int lane = threadIdx.x % 32;
-#pragma unroll
-  for (int i = 0; i < W2; ++i) {
-    const int32_t d = lane_dim<__half>(lane, 2 * i);  // even: hd is even, so d < hd means d + 1 < hd
-    w[i] = d < hd ? *reinterpret_cast<const __half2*>(p + d) : __floats2half2_rn(0.f, 0.f);
-  }
-}
-
 // key_at(j) points at key j's head (in the cache's element type); its value is v_offset elements
 // further, except that the key `own_k` (if given) has its value at own_v. Keys equal to `skip` are
 // left unloaded.
@@ -585,7 +569,7 @@ __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
   __shared__ WarpParts<kMaxHd, W, H> sm;
   __shared__ float sm_q[H][kMaxHd], sm_k[kMaxHd], sm_v[kMaxHd];
   __shared__ __align__(16) T sm_kc[kMaxHd];  // the token's k and v as the cache holds them (read
-  __shared__ __align__(16) T sm_vc[kMaxHd];  // in pairs, like the cache, by kv_load_lane)
+  __shared__ __align__(16) T sm_vc[kMaxHd];  // in pairs, like the cache, by kv_load_words)
   __shared__ bool sm_last;
 
   // Before the PDL wait (pdl.h): the step's metadata, the RoPE angles and the warp's first batch of
@@ -651,7 +635,10 @@ __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
   // The token's own key, if it is in the first batch, from shared memory.
 #pragma unroll
   for (int u = 0; u < kKeyBatch<T, E>; ++u)
-    if (j0 + warp + u * W == slot && slot < j1) kv_load_words(sm_kc, hd, first.kw[u]), kv_load_words(sm_vc, hd, first.vw[u]);
+    if (j0 + warp + u * W == slot && slot < j1) {
+      kv_load_words(sm_kc, hd, first.kw[u]);
+      kv_load_words(sm_vc, hd, first.vw[u]);
+    }
 
   float qv[H][E], acc[H][E], m[H], l[H];
   start_heads<T>(nh, hd, [&](int32_t g, int32_t d) { return sm_q[g][d]; }, qv, acc, m, l);

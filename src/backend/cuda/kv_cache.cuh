@@ -57,16 +57,30 @@ __device__ __forceinline__ void kv_load_lane(const float* p, int32_t hd, float (
     x[e] = d < hd ? p[d] : 0.f;
   }
 }
+// The same elements as the cache holds them: E floats (f32), or E / 2 pairs of halves (f16).
+template <int E>
+__device__ __forceinline__ void kv_load_words(const float* p, int32_t hd, float (&w)[E]) {
+  kv_load_lane(p, hd, w);
+}
+template <int W2>
+__device__ __forceinline__ void kv_load_words(const __half* p, int32_t hd, __half2 (&w)[W2]) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int i = 0; i < W2; ++i) {
+    const int32_t d = lane_dim<__half>(lane, 2 * i);  // even: hd is even, so d < hd means d + 1 < hd
+    w[i] = d < hd ? *reinterpret_cast<const __half2*>(p + d) : __floats2half2_rn(0.f, 0.f);
+  }
+}
 template <int E>
 __device__ __forceinline__ void kv_load_lane(const __half* p, int32_t hd, float (&x)[E]) {
   static_assert(E % 2 == 0, "an f16 row is read in pairs");
-  const int lane = threadIdx.x % 32;
+  __half2 w[E / 2];
+  kv_load_words(p, hd, w);
 #pragma unroll
-  for (int e = 0; e < E; e += 2) {
-    const int32_t d = lane_dim<__half>(lane, e);  // even: hd is even, so d < hd means d + 1 < hd
-    const float2 f = d < hd ? __half22float2(*reinterpret_cast<const __half2*>(p + d)) : make_float2(0.f, 0.f);
-    x[e] = f.x;
-    x[e + 1] = f.y;
+  for (int i = 0; i < E / 2; ++i) {
+    const float2 f = __half22float2(w[i]);
+    x[2 * i] = f.x;
+    x[2 * i + 1] = f.y;
   }
 }
 
