@@ -45,6 +45,7 @@
 #include "backend/cuda/int8_dot.cuh"
 #include "backend/cuda/pdl.h"
 #include "backend/cuda/quant_kernels.h"
+#include "backend/cuda/warp_sum.cuh"
 #include "cera/error.h"
 
 namespace cera::cuda {
@@ -549,16 +550,20 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
       }
     }
 
-    // Lanes, then warps (fixed order, so results do not depend on timing).
+    // Lanes (warp_sum.cuh: value r·NX + t is acc[r][t]), then warps, in a fixed order, so results
+    // do not depend on timing.
+    {
+      using Sum = detail::WarpSum<R * NX>;
+      float v[R * NX];
 #pragma unroll
-    for (int r = 0; r < R; ++r)
+      for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int t = 0; t < NX; ++t) {
-        float v = acc[r][t];
+        for (int t = 0; t < NX; ++t) v[r * NX + t] = acc[r][t];
+      Sum::run(v, lane);
+      if (Sum::writer(lane))
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-        if (lane == 0) red[warp * R * NX + r * NX + t] = v;
-      }
+        for (int i = 0; i < Sum::kKept; ++i) red[warp * R * NX + Sum::index(lane, i)] = v[i];
+    }
     if constexpr (kNorm)
 #pragma unroll
       for (int t = 0; t < NX; ++t) {
