@@ -46,6 +46,16 @@ struct WarpSum {
   // One lane of each group holding the same totals: the one that stores them.
   __device__ static __forceinline__ bool writer(int lane) { return (lane & ((32 >> kSteps) - 1)) == 0; }
 
+  // Every lane gets all M totals (M a power of two up to 32): run(), then total u is read from the
+  // first lane that holds it. 2·M - 1 + 5 - log2(M) shuffles instead of 5·M, one level deeper.
+  __device__ static __forceinline__ void run_all(float (&v)[M], int lane) {
+    static_assert(kKept == 1, "M must be a power of two up to 32");
+    run(v, lane);
+    const float own = v[0];
+#pragma unroll
+    for (int u = 0; u < M; ++u) v[u] = __shfl_sync(0xffffffffu, own, u << (5 - kSteps));
+  }
+
  private:
   template <int S>
   __device__ static __forceinline__ void step(float (&v)[M], int lane) {
