@@ -356,6 +356,21 @@ TEST(MatvecInt8, WideRowBlocksMatchReference) {
   check_cases(cases, 3000, "CERA_CUDA_MATVEC_ONE_WAVE", {nullptr, "0"});  // "0": the usual blocks
 }
 
+// Tall Q6_K products of one x row (the LM head of the Q4_0 / Q4_K_M mixes) take blocks whose warps
+// split the rows and share x rounded once in shared memory (matvec.cu, matvec_shared_x_kernel): a
+// last block with rows past the end, padded rows, Store and Accumulate, against the exact reference
+// with that kernel and without it (CERA_CUDA_MATVEC_SHARED_X=0).
+TEST(MatvecInt8, SharedXHeadMatchesReference) {
+  CERA_REQUIRE_CUDA();
+  test::MatvecInt8Scope on(true);  // whatever the environment says
+  const Case cases[] = {
+      {GgmlType::Q6_K, 40001, 2048, 0, 1, Out::Store, false},
+      {GgmlType::Q6_K, 16411, 1024, 16, 1, Out::Accumulate, false},
+      {GgmlType::Q6_K, 16387, 4352, 0, 1, Out::Store, false},
+  };
+  check_cases(cases, 3000, "CERA_CUDA_MATVEC_SHARED_X", {nullptr, "0"});  // "0": the usual blocks
+}
+
 // The same launch twice gives bit-identical results (fixed reduction order, no atomics).
 TEST(MatvecInt8, Deterministic) {
   CERA_REQUIRE_CUDA();

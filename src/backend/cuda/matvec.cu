@@ -624,6 +624,101 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   wait_for_inputs();  // every block waits, even one with no tile (pdl.h)
 }
 
+// One row of x against a tall Q6_K matrix (the LM head of the Q4_0 / Q4_K_M mixes: 65,536+ rows
+// of k = 1024-2048): the block's warps take different rows, each over the whole of k, so that x is
+// rounded to int8 once per block, into shared memory, instead of once per warp and tile. (With
+// 8-row, one-warp blocks of 4 tiles, Nsight Compute put the 65,536 × 2048 head of LFM2-1.2B at 44 µs
+// alone, 55 % of HBM bandwidth, issuing 0.65 instructions a cycle per scheduler: bound by its
+// instructions as much as by its loads, and rounding x was ~1/4 of them.) Weights and arithmetic
+// per lane as matvec_kernel's Q6_K path (int8_dot.cuh, DirectHalf), tiles in order; outputs Store
+// or Accumulate. H200: that head alone 44.0 -> 38.4 µs (63 % of HBM bandwidth); tg128 /
+// `--parallel 1` LFM2-1.2B Q4_0 2,404 -> 2,456 / 2,427 -> 2,454, Llama-3.2-1B Q4_0 2,098 -> 2,143 /
+// 1,998 -> 2,032, LFM2-1.2B Q4_K_M +0.9 %, Qwen3-0.6B Q4_0 +0.3-0.8 %.
+constexpr int kSharedXWarps = 4;
+template <GgmlType T>
+__global__ void __launch_bounds__(kSharedXWarps * 32)
+    matvec_shared_x_kernel(const uint8_t* __restrict__ w, int64_t n_rows, int64_t k, size_t row_bytes,
+                           const float* __restrict__ x, bool x_vec, float* __restrict__ y, Fusion f) {
+  static_assert(kDirectK<T, true>, "Q6_K's direct path only");
+  using S = MatvecShape<T, 1, true>;
+  constexpr int R = S::kRows;
+  using Sum = detail::WarpSum<R>;
+  static_assert(Sum::kKept == 1, "one row per writer lane");
+  extern __shared__ uint4 smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t n_halves = k / 16;  // half blocks of x (k is a multiple of 256)
+  uint4* const xs_q = smem;                                                 // [n_halves] int8 values
+  float* const xs_d = reinterpret_cast<float*>(xs_q + n_halves);            // [n_halves] block scales
+  int* const xs_sum = reinterpret_cast<int*>(xs_d + n_halves);              // [n_halves] Σq
+
+  pdl_launch_dependents();
+  const int64_t row0 = (int64_t(blockIdx.x) * kSharedXWarps + warp) * R;
+  const uint8_t* rows[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) rows[r] = w + size_t(min(row0 + r, n_rows - 1)) * row_bytes;
+  // The lane that writes row row0 + Sum::index(lane, 0) (a writer) also reads it, for Accumulate.
+  const int64_t out_row = row0 + Sum::index(lane, 0);
+  const bool writes = Sum::writer(lane) && out_row < n_rows;
+  const bool accumulate = f.out == int(MatvecFusion::Out::Accumulate);
+
+  using D = detail::DirectHalf<T>;
+  const int half = lane & 1, blk = lane >> 1, sub = blk & 7;
+  D q[R];
+  auto fetch = [&](int64_t tile) {
+    const int64_t b = tile * (S::kTile / 32) + blk;  // the block in the row
+    if (32 * b >= k) return;
+    const int64_t sb = (b >> 3) * Block<T>::kBytes;
+#pragma unroll
+    for (int r = 0; r < R; ++r) q[r] = D::load(rows[r] + sb, sub, half);
+  };
+  const int64_t n_tiles = (k + S::kTile - 1) / S::kTile;
+  fetch(0);  // before the wait (pdl.h)
+  pdl_wait();
+  const float y_in = writes && accumulate ? y[out_row] : 0.0f;
+
+  // x to int8 (int8_dot.cuh), thread i taking halves i, i + blockDim, ...: a lane pair takes the two
+  // halves of one block, as quantize_x16 requires.
+  for (int64_t base = 0; base < n_halves; base += blockDim.x) {
+    const int64_t h = base + threadIdx.x;
+    const bool valid = h < n_halves;
+    float v[16], ssq = 0.0f;
+    load_x16<false>(x + (valid ? 16 * (h & ~int64_t(1)) : 0), int(h & 1), valid, x_vec, nullptr, v, ssq);
+    detail::XHalfI8 xq;
+    detail::quantize_x16(v, xq);
+    if (valid) {
+      xs_q[h] = make_uint4(xq.q[0], xq.q[1], xq.q[2], xq.q[3]);
+      xs_d[h] = xq.d;
+      xs_sum[h] = xq.sum;
+    }
+  }
+  __syncthreads();
+
+  float acc[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+  for (int64_t tile = 0; tile < n_tiles; ++tile) {
+    if (tile != 0) fetch(tile);
+    const int64_t b = tile * (S::kTile / 32) + blk;
+    if (32 * b < k) {
+      const int64_t h = 2 * b + half;
+      const uint4 qv = xs_q[h];
+      const detail::XHalfI8 xq{{qv.x, qv.y, qv.z, qv.w}, xs_d[h], xs_sum[h]};
+#pragma unroll
+      for (int r = 0; r < R; ++r) D::add(q[r], sub, xq, acc[r]);
+    }
+  }
+  Sum::run(acc, lane);
+  if (writes) y[out_row] = accumulate ? y_in + f.scale * acc[0] : acc[0];
+}
+
+// Whether a product takes matvec_shared_x_kernel: one x row, a tall Q6_K matrix, no fused norm or
+// epilogue. CERA_CUDA_MATVEC_SHARED_X=0: never (read per call, for A/B runs and tests).
+constexpr int64_t kSharedXMinRows = 16384, kSharedXMaxK = 16384;
+bool shared_x_enabled() {
+  const char* e = std::getenv("CERA_CUDA_MATVEC_SHARED_X");
+  return !(e && std::strcmp(e, "0") == 0);
+}
+
 // Float rows that are not 16-byte aligned (or k % 8 != 0): one warp per row, scalar loads. Rare
 // (real models have aligned rows); kept simple.
 template <GgmlType T>
@@ -898,6 +993,19 @@ void launch(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const fl
     // Direct loads need 8-byte aligned rows (the backend's are 16-aligned); others decode to f32.
     const bool aligned = !(kDirectQ4_0<T, true> || kDirectK<T, true>) ||
                          (reinterpret_cast<uintptr_t>(w) % 8 == 0 && row_bytes % 8 == 0);
+    if constexpr (kDirectK<T, true>) {
+      if (matvec_int8_enabled() && aligned && n_x_rows == 1 && !f.norm_w &&
+          (f.out == int(MatvecFusion::Out::Store) || f.out == int(MatvecFusion::Out::Accumulate)) &&
+          n_rows >= kSharedXMinRows && k <= kSharedXMaxK && shared_x_enabled()) {
+        constexpr int64_t kBlockRows = kSharedXWarps * MatvecShape<T, 1, true>::kRows;
+        const size_t smem = size_t(k / 16) * (sizeof(uint4) + sizeof(float) + sizeof(int));
+        const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
+        launch_pdl(matvec_shared_x_kernel<T>, dim3(unsigned((n_rows + kBlockRows - 1) / kBlockRows)),
+                   dim3(kSharedXWarps * 32), smem, stream, static_cast<const uint8_t*>(w), n_rows, k, row_bytes, x,
+                   x_vec, y, f);
+        return;
+      }
+    }
     if (matvec_int8_enabled() && aligned)
       return launch_rows<T, true>(w, n_rows, k, row_bytes, x, x_stride, n_x_rows, y, y_stride, stream, f);
   }
