@@ -252,6 +252,20 @@ __device__ __forceinline__ void float_chunk(const uint4* raw, float w[8]) {
   }
 }
 
+// Q6_K's direct path (int8_dot.cuh, DirectHalf): of tile `tile` of R rows, lane pair blk = lane >> 1
+// loads sub-block blk & 7 of the tile's super-block blk >> 3, each lane one half, into q (nothing
+// past k).
+template <GgmlType T, int R, int kTile>
+__device__ __forceinline__ void fetch_q6k_tile(detail::DirectHalf<T> (&q)[R], const uint8_t* const (&rows)[R],
+                                               int64_t tile, int64_t k, int lane) {
+  const int half = lane & 1, blk = lane >> 1;
+  const int64_t b = tile * (kTile / 32) + blk;  // the block in the row
+  if (32 * b >= k) return;
+  const int64_t sb = (b >> 3) * Block<T>::kBytes;
+#pragma unroll
+  for (int r = 0; r < R; ++r) q[r] = detail::DirectHalf<T>::load(rows[r] + sb, blk & 7, half);
+}
+
 // A block owns one row group, as small as possible, so the grid spreads the weight stream over
 // every SM from the first instruction. kNorm: the rms norm of x is folded in (see the top).
 // R: weight rows per block (MatvecShape::kRows; kConvRows with the short-conv epilogue, which needs
@@ -426,13 +440,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
       using D = detail::DirectHalf<T>;
       const int half = lane & 1, blk = lane >> 1, sub = blk & 7;
       D q[R];
-      auto fetch = [&](int64_t tile) {
-        const int64_t b = tile * (S::kTile / 32) + blk;  // the block in the row
-        if (32 * b >= k) return;
-        const int64_t sb = (b >> 3) * Block<T>::kBytes;
-#pragma unroll
-        for (int r = 0; r < R; ++r) q[r] = D::load(rows[r] + sb, sub, half);
-      };
+      auto fetch = [&](int64_t tile) { fetch_q6k_tile<T, R, S::kTile>(q, rows, tile, k, lane); };
       if (!f.early_weights) wait_for_inputs();
       if (warp < n_tiles) fetch(warp);
       wait_for_inputs();
@@ -664,13 +672,7 @@ __global__ void __launch_bounds__(kSharedXWarps * 32)
   using D = detail::DirectHalf<T>;
   const int half = lane & 1, blk = lane >> 1, sub = blk & 7;
   D q[R];
-  auto fetch = [&](int64_t tile) {
-    const int64_t b = tile * (S::kTile / 32) + blk;  // the block in the row
-    if (32 * b >= k) return;
-    const int64_t sb = (b >> 3) * Block<T>::kBytes;
-#pragma unroll
-    for (int r = 0; r < R; ++r) q[r] = D::load(rows[r] + sb, sub, half);
-  };
+  auto fetch = [&](int64_t tile) { fetch_q6k_tile<T, R, S::kTile>(q, rows, tile, k, lane); };
   const int64_t n_tiles = (k + S::kTile - 1) / S::kTile;
   fetch(0);  // before the wait (pdl.h)
   pdl_wait();
