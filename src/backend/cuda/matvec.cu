@@ -674,7 +674,7 @@ __global__ void __launch_bounds__(kSharedXWarps * 32)
   D q[R];
   auto fetch = [&](int64_t tile) { fetch_q6k_tile<T, R, S::kTile>(q, rows, tile, k, lane); };
   const int64_t n_tiles = (k + S::kTile - 1) / S::kTile;
-  fetch(0);  // before the wait (pdl.h)
+  fetch(0);  // before the wait (pdl.h), always: CERA_CUDA_EARLY_WEIGHTS=0 does not reach this kernel
   pdl_wait();
   const float y_in = writes && accumulate ? y[out_row] : 0.0f;
 
