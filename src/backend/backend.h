@@ -248,6 +248,11 @@ class Backend {
     if (s != 1.f) scale(product, s);
     add(x, product);
   }
+  // out = rms_norm(the rows of x that output logits) ⊙ w: the final norm, applied to the gathered rows.
+  virtual void gather_output_rows_norm(const Tensor& x, const Tensor& w, float eps, Tensor out) {
+    gather_output_rows(x, out);
+    rms_norm(out, w, eps, out);
+  }
 
  protected:
   // The default argmax_rows_async's last result: what a backend that computes on the host feeds

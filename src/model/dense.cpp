@@ -243,8 +243,7 @@ class DenseModel final : public Model {
       }
     }
     Tensor rows = out_rows_.first_rows(n_out);
-    be.gather_output_rows(x, rows);
-    be.rms_norm(rows, output_norm_, eps, rows);
+    be.gather_output_rows_norm(x, output_norm_, eps, rows);
     output_hidden_ = rows;
     Tensor logits = logits_.first_rows(n_out);
     be.matmul(rows, output_, logits);

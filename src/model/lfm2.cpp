@@ -152,8 +152,7 @@ class Lfm2Model final : public Model {
       be.ffn_swiglu(x, L.ffn_norm, eps, L.ffn_gate, L.ffn_up, L.ffn_down, 1.f, h, gu, g, o);
     }
     Tensor rows = out_rows_.first_rows(n_out);
-    be.gather_output_rows(x, rows);
-    be.rms_norm(rows, output_norm_, eps, rows);
+    be.gather_output_rows_norm(x, output_norm_, eps, rows);
     output_hidden_ = rows;
     Tensor logits = logits_.first_rows(n_out);
     be.matmul(rows, output_, logits);

@@ -220,6 +220,16 @@ TEST_P(CudaNorms, NormsAndElementwiseMatchCpu) {
     be.gather_output_rows(g ? x.g : x.c, g ? picked.g : picked.c);
   });
   EXPECT_EQ(read(*b.gpu, picked.g), read(*b.cpu, picked.c));
+  // gather_output_rows_norm (the final norm of the picked rows): the CUDA backend's one kernel is bit
+  // for bit its gather followed by its rms_norm (Backend's default), and matches the CPU's.
+  auto normed = b.alloc(3, C), normed_plain = b.alloc(3, C);
+  b.both([&](Backend& be, bool g) {
+    be.set_step(in2);
+    be.gather_output_rows_norm(g ? x.g : x.c, g ? w.g : w.c, 1e-5f, g ? normed.g : normed.c);
+    be.Backend::gather_output_rows_norm(g ? x.g : x.c, g ? w.g : w.c, 1e-5f, g ? normed_plain.g : normed_plain.c);
+  });
+  EXPECT_EQ(read(*b.gpu, normed.g), read(*b.gpu, normed_plain.g)) << "gather_output_rows_norm: one kernel vs two";
+  EXPECT_LE(b.diff(normed), 1e-6) << "gather_output_rows_norm";
 }
 
 INSTANTIATE_TEST_SUITE_P(Widths, CudaNorms, ::testing::Values(1000, 999, 4096, 4100),

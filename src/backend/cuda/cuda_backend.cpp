@@ -773,6 +773,15 @@ class CudaBackend final : public Backend {
     cuda::gather_rows(x.f32(), stride(x), view_.output_rows, n_out_, out.f32(), stride(out), int32_t(x.cols), stream_);
   }
 
+  // One launch instead of the gather and the norm (a decode step's last two small kernels before the
+  // head; the same arithmetic as rms_norm).
+  void gather_output_rows_norm(const Tensor& x, const Tensor& w, float eps, Tensor out) override {
+    if (!options_.fuse) return Backend::gather_output_rows_norm(x, w, eps, out);
+    if (!begin_op("gather_output_rows_norm")) return;
+    cuda::gather_rms_norm(x.f32(), stride(x), view_.output_rows, n_out_, w.f32(), eps, out.f32(), stride(out),
+                          int32_t(x.cols), stream_);
+  }
+
  private:
   enum class Mode { Idle, Eager, CapturePending, Capturing, Replay };
 
@@ -813,7 +822,10 @@ class CudaBackend final : public Backend {
   // Each row's argmax into ids (device), and with values its maximum (top-k's k = 1 contract).
   void launch_argmax(const Tensor& t, int32_t* ids, float* values = nullptr) {
     argmax_scratch_.ensure(cuda::argmax_scratch_bytes(rows(t), int32_t(t.cols)));
-    cuda::argmax_rows(t.f32(), stride(t), rows(t), int32_t(t.cols), ids, argmax_scratch_.get(), stream_, values);
+    if (argmax_counters_.ensure(sizeof(unsigned) * size_t(rows(t))))  // the kernel leaves them zero
+      CERA_CUDA_CHECK(cudaMemsetAsync(argmax_counters_.get(), 0, argmax_counters_.bytes(), stream_));
+    cuda::argmax_rows(t.f32(), stride(t), rows(t), int32_t(t.cols), ids, argmax_scratch_.get(),
+                      argmax_counters_.as<unsigned>(), stream_, values);
   }
 
   // Whether a decode product's norm is folded into the matvecs of these weights (options_.fold_norm).
@@ -1039,6 +1051,7 @@ class CudaBackend final : public Backend {
   std::map<std::tuple<int32_t, float, float, const float*>, DeviceBuffer> rope_tables_;
   PinnedBuffer read_host_, shift_host_, argmax_host_;
   DeviceBuffer argmax_dev_, argmax_scratch_;
+  DeviceBuffer argmax_counters_;  // argmax_rows' per-row counters, kept zero
   // argmax_rows_async: two pinned result slots, their events, the pending (slot, rows) in order.
   PinnedBuffer argmax_pinned_[2];
   cudaEvent_t argmax_ready_[2] = {};  // the slot's ids are on the host (recorded on copy_stream_)

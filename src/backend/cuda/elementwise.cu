@@ -24,12 +24,13 @@ __device__ double block_sum(double v) {
   return total;
 }
 
+// src_rows (gather_rms_norm): block i normalises row src_rows[i] of x into row i of out.
 template <bool kAdd>
 __global__ void rms_norm_kernel(float* x, int64_t xs, const float* delta, int64_t ds, const float* w, float eps,
-                                float* out, int64_t os, int32_t cols) {
+                                float* out, int64_t os, int32_t cols, const int32_t* src_rows) {
   pdl_launch_dependents();
   pdl_wait();  // pdl.h: nothing above reads inputs or writes
-  float* xr = x + int64_t(blockIdx.x) * xs;
+  float* xr = x + int64_t(src_rows ? src_rows[blockIdx.x] : blockIdx.x) * xs;
   double sum = 0;
   for (int32_t c = threadIdx.x; c < cols; c += kRowThreads) {
     float v = xr[c];
@@ -51,11 +52,11 @@ __global__ void rms_norm_kernel(float* x, int64_t xs, const float* delta, int64_
 // op runs twice per layer, so its latency is what counts.
 template <bool kAdd>
 __global__ void rms_norm_reg_kernel(float* x, int64_t xs, const float* delta, int64_t ds, const float* w, float eps,
-                                    float* out, int64_t os, int32_t cols) {
+                                    float* out, int64_t os, int32_t cols, const int32_t* src_rows) {
   pdl_launch_dependents();
   pdl_wait();  // pdl.h: nothing above reads inputs or writes
   constexpr int kVec = 4;  // float4 per thread, at most
-  float4* xr = reinterpret_cast<float4*>(x + int64_t(blockIdx.x) * xs);
+  float4* xr = reinterpret_cast<float4*>(x + int64_t(src_rows ? src_rows[blockIdx.x] : blockIdx.x) * xs);
   const float4* dr = reinterpret_cast<const float4*>(delta + int64_t(blockIdx.x) * ds);
   const int32_t n4 = cols / 4;
   float4 v[kVec];
@@ -159,72 +160,74 @@ __global__ void gather_kernel(const float* x, int64_t xs, const int32_t* rows, f
   for (int32_t c = threadIdx.x; c < cols; c += blockDim.x) dst[c] = src[c];
 }
 
-// One block per row: each thread keeps its best (value, index), then a shared-memory reduction that
-// prefers the lower index on equal values, so the result is the first maximum as on the CPU.
-// argmax in two passes, so a row of a large vocabulary is read by many SMs, not by one block (one
-// block per row left batch-1 decode waiting ~40 µs on a single SM's latency-bound loop).
-// Pass 1: block (chunk, row) finds its chunk's best (the first non-NaN value, then strictly larger
-// ones; -1 when the chunk is all NaN). Pass 2: one warp per row merges the chunks, the smaller
-// column winning ties, so the result is the first maximum of the row whatever the split.
-constexpr int32_t kArgmaxChunk = 4096;
+// argmax over many SMs, so that a row of a large vocabulary is not one block's latency-bound loop
+// (that left batch-1 decode waiting ~40 µs on one SM). Block (chunk, row) finds its chunk's best —
+// the first non-NaN value, then strictly larger ones; -1 when the chunk is all NaN — and the last
+// block of a row to finish (a per-row counter: the threadfence-reduction pattern) merges the row's
+// chunks, the smaller column winning ties, so the result is the first maximum of the row whatever
+// the split. (One launch: the merge was a second kernel, a step's last, before.)
+constexpr int32_t kArgmaxChunk = 4096, kArgmaxThreads = 256;
 
 __device__ __forceinline__ bool argmax_better(float v, int32_t i, float bv, int32_t bi) {
   return i >= 0 && (bi < 0 || v > bv || (v == bv && i < bi));
 }
 
-__global__ void argmax_chunk_kernel(const float* x, int64_t xs, int32_t cols, float* part_v, int32_t* part_i) {
-  pdl_launch_dependents();
-  pdl_wait();  // pdl.h: nothing above reads inputs or writes
-  __shared__ float best_v[256];
-  __shared__ int32_t best_i[256];
-  const float* row = x + int64_t(blockIdx.y) * xs;
-  const int32_t c0 = blockIdx.x * kArgmaxChunk, c1 = min(cols, c0 + kArgmaxChunk);
-  float bv = -INFINITY;
-  int32_t bi = -1;
-#pragma unroll 16
-  for (int32_t c = c0 + threadIdx.x; c < c1; c += blockDim.x) {
-    const float v = row[c];
-    if (bi < 0 ? v == v : v > bv) {  // ascending c per thread: the first of equal values stays
-      bv = v;
-      bi = c;
-    }
-  }
-  best_v[threadIdx.x] = bv;
-  best_i[threadIdx.x] = bi;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s && argmax_better(best_v[threadIdx.x + s], best_i[threadIdx.x + s], best_v[threadIdx.x],
-                                         best_i[threadIdx.x])) {
-      best_v[threadIdx.x] = best_v[threadIdx.x + s];
-      best_i[threadIdx.x] = best_i[threadIdx.x + s];
-    }
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) {
-    part_v[int64_t(blockIdx.y) * gridDim.x + blockIdx.x] = best_v[0];
-    part_i[int64_t(blockIdx.y) * gridDim.x + blockIdx.x] = best_i[0];
-  }
-}
-
-// With values: also the winning value, and id -1 / value NaN for a row with no non-NaN value (the
-// top_k_rows contract for k = 1); without: id 0 for such a row (argmax_rows').
-__global__ void argmax_merge_kernel(const float* part_v, const int32_t* part_i, int32_t n_chunks, int32_t* out,
-                                    float* values) {
-  pdl_launch_dependents();
-  pdl_wait();  // pdl.h: nothing above reads inputs or writes
-  const int32_t row = blockIdx.x, lane = threadIdx.x;
-  float bv = -INFINITY;
-  int32_t bi = -1;
-  for (int32_t k = lane; k < n_chunks; k += 32) {
-    const float v = part_v[int64_t(row) * n_chunks + k];
-    const int32_t i = part_i[int64_t(row) * n_chunks + k];
-    if (argmax_better(v, i, bv, bi)) bv = v, bi = i;
-  }
+// (bv, bi) becomes the best over the warp (argmax_better is a total order: any order of merging
+// gives the same winner).
+__device__ __forceinline__ void argmax_warp(float& bv, int32_t& bi) {
   for (int o = 16; o > 0; o >>= 1) {
     const float v = __shfl_xor_sync(0xffffffffu, bv, o);
     const int32_t i = __shfl_xor_sync(0xffffffffu, bi, o);
     if (argmax_better(v, i, bv, bi)) bv = v, bi = i;
   }
+}
+
+// With values: also the winning value, and id -1 / value NaN for a row with no non-NaN value (the
+// top_k_rows contract for k = 1); without: id 0 for such a row (argmax_rows'). counters: one per
+// row, zero before the launch and after it.
+__global__ void __launch_bounds__(kArgmaxThreads)
+    argmax_kernel(const float* x, int64_t xs, int32_t cols, float* part_v, int32_t* part_i, unsigned* counters,
+                  int32_t* out, float* values) {
+  pdl_launch_dependents();
+  pdl_wait();  // pdl.h: nothing above reads inputs or writes
+  __shared__ float warp_v[kArgmaxThreads / 32];
+  __shared__ int32_t warp_i[kArgmaxThreads / 32];
+  __shared__ bool last;
+  const int32_t row = blockIdx.y, n_chunks = gridDim.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const float* xr = x + int64_t(row) * xs;
+  const int32_t c0 = blockIdx.x * kArgmaxChunk, c1 = min(cols, c0 + kArgmaxChunk);
+  float bv = -INFINITY;
+  int32_t bi = -1;
+#pragma unroll 16
+  for (int32_t c = c0 + threadIdx.x; c < c1; c += kArgmaxThreads) {
+    const float v = xr[c];
+    if (bi < 0 ? v == v : v > bv) {  // ascending c per thread: the first of equal values stays
+      bv = v;
+      bi = c;
+    }
+  }
+  argmax_warp(bv, bi);
+  if (lane == 0) warp_v[warp] = bv, warp_i[warp] = bi;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kArgmaxThreads / 32; ++w)
+      if (argmax_better(warp_v[w], warp_i[w], bv, bi)) bv = warp_v[w], bi = warp_i[w];
+    part_v[int64_t(row) * n_chunks + blockIdx.x] = bv;
+    part_i[int64_t(row) * n_chunks + blockIdx.x] = bi;
+    __threadfence();  // this chunk's part is visible device-wide before it is counted
+    last = atomicAdd(counters + row, 1u) == unsigned(n_chunks - 1);
+    if (last) counters[row] = 0;  // every chunk has counted: ready for the next launch
+  }
+  __syncthreads();
+  if (!last || warp != 0) return;
+  __threadfence();
+  bv = -INFINITY, bi = -1;
+  for (int32_t k = lane; k < n_chunks; k += 32) {
+    const float v = __ldcg(part_v + int64_t(row) * n_chunks + k);  // written by other blocks: through L2
+    const int32_t i = __ldcg(part_i + int64_t(row) * n_chunks + k);
+    if (argmax_better(v, i, bv, bi)) bv = v, bi = i;
+  }
+  argmax_warp(bv, bi);
   if (lane == 0) {
     if (values) {
       out[row] = bi;
@@ -254,20 +257,40 @@ __global__ void convert_kernel(const float* x, int64_t xs, int32_t rows, int32_t
 
 }  // namespace
 
-void rms_norm(float* x, int64_t xs, const float* delta, int64_t ds, const float* w, float eps, float* out,
-              int64_t os, int32_t rows, int32_t cols, cudaStream_t s) {
+namespace {
+
+// rms_norm and gather_rms_norm: one block per output row, x's row src_rows[i] (or i).
+void launch_rms_norm(float* x, int64_t xs, const float* delta, int64_t ds, const float* w, float eps, float* out,
+                     int64_t os, int32_t rows, int32_t cols, const int32_t* src_rows, cudaStream_t s) {
   if (rows <= 0) return;
   const bool reg = cols % 4 == 0 && cols <= kRowThreads * 16 && xs % 4 == 0 && os % 4 == 0 && aligned16(x) &&
                    aligned16(out) && aligned16(w) && (!delta || (ds % 4 == 0 && aligned16(delta)));
   if (reg && delta)
-    launch_pdl(rms_norm_reg_kernel<true>, dim3(rows), dim3(kRowThreads), 0, s, x, xs, delta, ds, w, eps, out, os, cols);
+    launch_pdl(rms_norm_reg_kernel<true>, dim3(rows), dim3(kRowThreads), 0, s, x, xs, delta, ds, w, eps, out, os, cols,
+               src_rows);
   else if (reg)
-    launch_pdl(rms_norm_reg_kernel<false>, dim3(rows), dim3(kRowThreads), 0, s, x, xs, nullptr, 0, w, eps, out, os, cols);
+    launch_pdl(rms_norm_reg_kernel<false>, dim3(rows), dim3(kRowThreads), 0, s, x, xs, nullptr, 0, w, eps, out, os,
+               cols, src_rows);
   else if (delta)
-    launch_pdl(rms_norm_kernel<true>, dim3(rows), dim3(kRowThreads), 0, s, x, xs, delta, ds, w, eps, out, os, cols);
+    launch_pdl(rms_norm_kernel<true>, dim3(rows), dim3(kRowThreads), 0, s, x, xs, delta, ds, w, eps, out, os, cols,
+               src_rows);
   else
-    launch_pdl(rms_norm_kernel<false>, dim3(rows), dim3(kRowThreads), 0, s, x, xs, nullptr, 0, w, eps, out, os, cols);
+    launch_pdl(rms_norm_kernel<false>, dim3(rows), dim3(kRowThreads), 0, s, x, xs, nullptr, 0, w, eps, out, os, cols,
+               src_rows);
   CERA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void rms_norm(float* x, int64_t xs, const float* delta, int64_t ds, const float* w, float eps, float* out,
+              int64_t os, int32_t rows, int32_t cols, cudaStream_t s) {
+  launch_rms_norm(x, xs, delta, ds, w, eps, out, os, rows, cols, nullptr, s);
+}
+
+void gather_rms_norm(const float* x, int64_t xs, const int32_t* rows, int32_t n, const float* w, float eps,
+                     float* out, int64_t os, int32_t cols, cudaStream_t s) {
+  // x is only read without delta (the kernels take it writable for add_rms_norm's write-back).
+  launch_rms_norm(const_cast<float*>(x), xs, nullptr, 0, w, eps, out, os, n, cols, rows, s);
 }
 
 void add(float* x, int64_t xs, const float* d, int64_t ds, int32_t rows, int32_t cols, cudaStream_t s) {
@@ -306,15 +329,14 @@ size_t argmax_scratch_bytes(int32_t rows, int32_t cols) {
   return size_t(rows) * size_t((cols + kArgmaxChunk - 1) / kArgmaxChunk) * 8;
 }
 
-void argmax_rows(const float* x, int64_t xs, int32_t rows, int32_t cols, int32_t* out, void* scratch, cudaStream_t s,
-                 float* values) {
+void argmax_rows(const float* x, int64_t xs, int32_t rows, int32_t cols, int32_t* out, void* scratch,
+                 unsigned* counters, cudaStream_t s, float* values) {
   if (rows <= 0) return;
   const int32_t chunks = (cols + kArgmaxChunk - 1) / kArgmaxChunk;
   float* part_v = static_cast<float*>(scratch);
   int32_t* part_i = reinterpret_cast<int32_t*>(part_v + int64_t(rows) * chunks);
-  launch_pdl(argmax_chunk_kernel, dim3(unsigned(chunks), unsigned(rows)), dim3(256), 0, s, x, xs, cols, part_v, part_i);
-  CERA_CUDA_CHECK_LAUNCH();
-  launch_pdl(argmax_merge_kernel, dim3(unsigned(rows)), dim3(32), 0, s, part_v, part_i, chunks, out, values);
+  launch_pdl(argmax_kernel, dim3(unsigned(chunks), unsigned(rows)), dim3(kArgmaxThreads), 0, s, x, xs, cols, part_v,
+             part_i, counters, out, values);
   CERA_CUDA_CHECK_LAUNCH();
 }
 

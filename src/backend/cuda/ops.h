@@ -23,15 +23,21 @@ void scale(float* x, int64_t x_stride, float factor, int32_t rows, int32_t cols,
 void add_bias(float* x, int64_t x_stride, const float* bias, int32_t rows, int32_t cols, cudaStream_t s);
 void swiglu(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride, float* out,
             int64_t out_stride, int32_t rows, int32_t cols, cudaStream_t s);
+// out[i] = rms_norm(x[rows[i]]) for i < n (w, eps as rms_norm), in one launch: bit for bit
+// gather_rows followed by rms_norm.
+void gather_rms_norm(const float* x, int64_t x_stride, const int32_t* rows, int32_t n, const float* w, float eps,
+                     float* out, int64_t out_stride, int32_t cols, cudaStream_t s);
 // out[i] = x[rows[i]] for i < n.
 void gather_rows(const float* x, int64_t x_stride, const int32_t* rows, int32_t n, float* out, int64_t out_stride,
                  int32_t cols, cudaStream_t s);
 // out[r] = index of the largest value of row r (the first on ties; NaN never wins).
-// Two launches (chunks of the row on many SMs, then a merge); scratch: argmax_scratch_bytes(rows, cols).
+// One launch (chunks of the row on many SMs; the last chunk of a row to finish merges them).
+// scratch: argmax_scratch_bytes(rows, cols); counters: `rows` counters that are zero before the
+// launch and left zero after it (zero them once, when allocated).
 size_t argmax_scratch_bytes(int32_t rows, int32_t cols);
 // With values, also each row's maximum, and (id -1, NaN) for an all-NaN row: top_k_rows for k = 1.
 void argmax_rows(const float* x, int64_t x_stride, int32_t rows, int32_t cols, int32_t* out, void* scratch,
-                 cudaStream_t s, float* values = nullptr);
+                 unsigned* counters, cudaStream_t s, float* values = nullptr);
 // rms_norm and SwiGLU writing the tensor-core GEMM's 16-bit activation input directly (dense
 // [rows, cols]): bit for bit the f32 op followed by to_f16 / to_bf16.
 void rms_norm_to_f16(const float* x, int64_t x_stride, const float* w, float eps, __half* out, int32_t rows,
