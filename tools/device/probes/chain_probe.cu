@@ -6,6 +6,7 @@
 //     kernel boundary costs under a graph with PDL, against the same chain as one persistent kernel
 //     whose phases meet at a grid barrier (a counter in global memory) — the question behind a
 //     persistent decode kernel.
+// Standalone on purpose (plain nvcc, no project headers), so a few helpers repeat matvec.cu's.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -53,15 +54,14 @@ __global__ void stream_kernel(const uint4* __restrict__ src, size_t n16, unsigne
   if (acc == 0x12345678u) sink[blockIdx.x] = acc;  // keeps the loads; never true in practice
 }
 
-// One link of a dependent chain: y[i] = x[i] * 0.5 + sum of x over the block's warp (a read of the
-// whole 2048-float vector by every block, as a decode product reads x).
-__global__ void link_kernel(const float* __restrict__ x, float* __restrict__ y, int n, bool pdl) {
-  if (pdl) {
-    pdl_trigger();
-    pdl_wait();
-  }
+// What one link does: every block sums x (read whole, as a product reads x) and writes its share of
+// y. kL2: read x through the L2 only (the persistent kernel reads what other blocks of the same
+// launch wrote).
+template <bool kL2>
+__device__ void link_step(const float* x, float* y, int n) {
+  auto load = [&](int i) { return kL2 ? __ldcg(x + i) : x[i]; };
   float s = 0.f;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) s += x[i];
+  for (int i = threadIdx.x; i < n; i += blockDim.x) s += load(i);
   for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
   __shared__ float red[32];
   if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = s;
@@ -70,7 +70,17 @@ __global__ void link_kernel(const float* __restrict__ x, float* __restrict__ y, 
   for (int w = 0; w < int(blockDim.x >> 5); ++w) tot += red[w];
   const int per = (n + gridDim.x - 1) / gridDim.x;
   for (int i = blockIdx.x * per + threadIdx.x; i < min(n, (blockIdx.x + 1) * per); i += blockDim.x)
-    y[i] = x[i] * 0.5f + tot * 1e-6f;
+    y[i] = load(i) * 0.5f + tot * 1e-6f;
+}
+
+// One link of a dependent chain: y[i] = x[i] * 0.5 + sum of x over the block's warp (a read of the
+// whole 2048-float vector by every block, as a decode product reads x).
+__global__ void link_kernel(const float* __restrict__ x, float* __restrict__ y, int n, bool pdl) {
+  if (pdl) {
+    pdl_trigger();
+    pdl_wait();
+  }
+  link_step<false>(x, y, n);
 }
 
 // The same chain, `links` phases in one launch; phases meet at a sense-reversing grid barrier.
@@ -96,17 +106,7 @@ __global__ void persistent_chain_kernel(float* a, float* b, int n, int links, un
   for (int l = 0; l < links; ++l) {
     const float* x = (l & 1) ? b : a;
     float* y = (l & 1) ? a : b;
-    float s = 0.f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) s += __ldcg(x + i);
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    __shared__ float red[32];
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = s;
-    __syncthreads();
-    float tot = 0.f;
-    for (int w = 0; w < int(blockDim.x >> 5); ++w) tot += red[w];
-    const int per = (n + gridDim.x - 1) / gridDim.x;
-    for (int i = blockIdx.x * per + threadIdx.x; i < min(n, (blockIdx.x + 1) * per); i += blockDim.x)
-      y[i] = __ldcg(x + i) * 0.5f + tot * 1e-6f;
+    link_step<true>(x, y, n);
     grid_barrier(count, gen, gridDim.x);
   }
 }
