@@ -697,12 +697,10 @@ class CudaBackend final : public Backend {
     // Looked up / grown before begin_op: tables and scratch are set up on a step's eager run.
     const cuda::RopeArgs r{rope.n_rot > 0 ? rope_table(rope) : nullptr, rope.n_rot, rope.neox};
     if (mode_ == Mode::Eager) {
-      bool moved = partial_.ensure(sizeof(float) * cuda::attention_decode_partials(n_tokens_, sh));
-      if (counters_.ensure(sizeof(unsigned) * cuda::attention_decode_counters(n_tokens_, sh))) {
-        CERA_CUDA_CHECK(cudaMemsetAsync(counters_.get(), 0, counters_.bytes(), stream_));  // the kernel keeps them 0
-        moved = true;
-      }
-      if (moved) invalidate_graphs();  // captured steps read the old buffers
+      const bool partial_moved = partial_.ensure(sizeof(float) * cuda::attention_decode_partials(n_tokens_, sh));
+      const bool counters_moved =
+          counters_.ensure_zeroed(sizeof(unsigned) * cuda::attention_decode_counters(n_tokens_, sh), stream_);
+      if (partial_moved || counters_moved) invalidate_graphs();  // captured steps read the old buffers
     }
     if (!begin_op("attention (+qk norm, rope)")) return;
     const cuda::DecodeQkv in{q.f32(), stride(q), k.f32(), stride(k), v.f32(), stride(v),
@@ -822,8 +820,7 @@ class CudaBackend final : public Backend {
   // Each row's argmax into ids (device), and with values its maximum (top-k's k = 1 contract).
   void launch_argmax(const Tensor& t, int32_t* ids, float* values = nullptr) {
     argmax_scratch_.ensure(cuda::argmax_scratch_bytes(rows(t), int32_t(t.cols)));
-    if (argmax_counters_.ensure(sizeof(unsigned) * size_t(rows(t))))  // the kernel leaves them zero
-      CERA_CUDA_CHECK(cudaMemsetAsync(argmax_counters_.get(), 0, argmax_counters_.bytes(), stream_));
+    argmax_counters_.ensure_zeroed(sizeof(unsigned) * size_t(rows(t)), stream_);
     cuda::argmax_rows(t.f32(), stride(t), rows(t), int32_t(t.cols), ids, argmax_scratch_.get(),
                       argmax_counters_.as<unsigned>(), stream_, values);
   }

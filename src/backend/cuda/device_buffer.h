@@ -43,6 +43,13 @@ class DeviceBuffer {
     reset(bytes);
     return true;
   }
+  // The same for counters that kernels leave at zero when they finish: a new buffer is zeroed on
+  // `stream` before any kernel reads it.
+  bool ensure_zeroed(size_t bytes, cudaStream_t stream) {
+    if (!ensure(bytes)) return false;
+    CERA_CUDA_CHECK(cudaMemsetAsync(ptr_, 0, bytes_, stream));
+    return true;
+  }
   void* get() const { return ptr_; }
   template <typename T>
   T* as() const { return static_cast<T*>(ptr_); }

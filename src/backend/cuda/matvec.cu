@@ -928,6 +928,26 @@ bool launch_wide(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, con
   }
 }
 
+// matvec_shared_x_kernel where it applies (one x row, int8 activations on aligned rows: the
+// caller's checks): a tall Q6_K matrix, no fused norm, Store or Accumulate. Whether it launched.
+template <GgmlType T>
+bool launch_shared_x(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const float* x, float* y,
+                     cudaStream_t stream, const Fusion& f) {
+  if constexpr (!kDirectK<T, true>) {
+    return false;
+  } else {
+    const bool plain_out = f.out == int(MatvecFusion::Out::Store) || f.out == int(MatvecFusion::Out::Accumulate);
+    if (f.norm_w || !plain_out || n_rows < kSharedXMinRows || k > kSharedXMaxK || !shared_x_enabled()) return false;
+    constexpr int64_t kBlockRows = kSharedXWarps * MatvecShape<T, 1, true>::kRows;
+    const size_t smem = size_t(k / 16) * (sizeof(uint4) + sizeof(float) + sizeof(int));
+    const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
+    launch_pdl(matvec_shared_x_kernel<T>, dim3(unsigned((n_rows + kBlockRows - 1) / kBlockRows)),
+               dim3(kSharedXWarps * 32), smem, stream, static_cast<const uint8_t*>(w), n_rows, k, row_bytes, x, x_vec,
+               y, f);
+    return true;
+  }
+}
+
 std::atomic<int>& int8_flag() {
   static std::atomic<int> flag{[] {
     const char* v = std::getenv("CERA_MATVEC_INT8");
@@ -995,19 +1015,8 @@ void launch(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const fl
     // Direct loads need 8-byte aligned rows (the backend's are 16-aligned); others decode to f32.
     const bool aligned = !(kDirectQ4_0<T, true> || kDirectK<T, true>) ||
                          (reinterpret_cast<uintptr_t>(w) % 8 == 0 && row_bytes % 8 == 0);
-    if constexpr (kDirectK<T, true>) {
-      if (matvec_int8_enabled() && aligned && n_x_rows == 1 && !f.norm_w &&
-          (f.out == int(MatvecFusion::Out::Store) || f.out == int(MatvecFusion::Out::Accumulate)) &&
-          n_rows >= kSharedXMinRows && k <= kSharedXMaxK && shared_x_enabled()) {
-        constexpr int64_t kBlockRows = kSharedXWarps * MatvecShape<T, 1, true>::kRows;
-        const size_t smem = size_t(k / 16) * (sizeof(uint4) + sizeof(float) + sizeof(int));
-        const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
-        launch_pdl(matvec_shared_x_kernel<T>, dim3(unsigned((n_rows + kBlockRows - 1) / kBlockRows)),
-                   dim3(kSharedXWarps * 32), smem, stream, static_cast<const uint8_t*>(w), n_rows, k, row_bytes, x,
-                   x_vec, y, f);
-        return;
-      }
-    }
+    if (matvec_int8_enabled() && aligned && n_x_rows == 1 && launch_shared_x<T>(w, n_rows, k, row_bytes, x, y, stream, f))
+      return;
     if (matvec_int8_enabled() && aligned)
       return launch_rows<T, true>(w, n_rows, k, row_bytes, x, x_stride, n_x_rows, y, y_stride, stream, f);
   }
