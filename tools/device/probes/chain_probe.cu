@@ -6,6 +6,9 @@
 //     kernel boundary costs under a graph with PDL, against the same chain as one persistent kernel
 //     whose phases meet at a grid barrier (a counter in global memory) — the question behind a
 //     persistent decode kernel.
+//  3. the [gate; up] of the 1B shapes read in matvec.cu's patterns;
+//  4. the same kind of chain, each link streaming S bytes before its wait, where consecutive
+//     kernels need different shared-memory configurations (a boundary that makes SMs switch).
 // Standalone on purpose (plain nvcc, no project headers), so a few helpers repeat matvec.cu's.
 #include <cuda_runtime.h>
 
@@ -198,10 +201,11 @@ __global__ void tile_kernel(const uint8_t* __restrict__ w, const float* __restri
 }
 
 template <class K, class... A>
-void launch(K kernel, dim3 grid, dim3 block, cudaStream_t s, bool pdl, A... args) {
+void launch_smem(K kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t s, bool pdl, A... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -209,6 +213,32 @@ void launch(K kernel, dim3 grid, dim3 block, cudaStream_t s, bool pdl, A... args
   cfg.attrs = attr;
   cfg.numAttrs = pdl ? 1 : 0;
   CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
+}
+
+// ---- 4. a link that streams its share of S bytes before its PDL wait (a product's weights), then
+// reads x and writes y; its dynamic shared memory (unused) only sets which shared-memory
+// configuration its SMs need.
+__global__ void stream_link_kernel(const uint4* __restrict__ w, size_t n16, const float* __restrict__ x,
+                                   float* __restrict__ y, int n, unsigned* sink) {
+  extern __shared__ unsigned pad[];
+  pdl_trigger();
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  unsigned acc = 0;
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n16; i += stride * 4) {
+    uint4 v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) v[u] = i + u * stride < n16 ? ld_stream(w + i + u * stride) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  pdl_wait();
+  link_step<false>(x, y, n);
+  if (acc == 0x12345678u) sink[blockIdx.x] = acc + pad[threadIdx.x];  // keeps the loads; never true
+}
+
+template <class K, class... A>
+void launch(K kernel, dim3 grid, dim3 block, cudaStream_t s, bool pdl, A... args) {
+  launch_smem(kernel, grid, block, 0, s, pdl, args...);
 }
 
 // Median of `reps` replays of the graph that `record` captures, in µs.
@@ -239,9 +269,10 @@ float time_graph(cudaStream_t s, F record, int reps = 15) {
   return ts[ts.size() / 2];
 }
 
-// `chain_probe 3`: section 3 only.
+// `chain_probe 3` / `chain_probe 4`: that section only.
 int main(int argc, char** argv) {
   const bool all = argc < 2;
+  const int only = argc < 2 ? 0 : std::atoi(argv[1]);
   int sms = 0;
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   cudaStream_t s;
@@ -317,6 +348,7 @@ int main(int argc, char** argv) {
   }
 
   }  // sections 1-2
+  if (all || only == 3) {
   std::printf("\n# 3. 16,384 rows x 4 KB (67 MB) in matvec's patterns, 32 kernels a graph, µs per kernel (PDL / plain)\n");
   {
     const int n_rows = 16384;
@@ -355,6 +387,39 @@ int main(int argc, char** argv) {
     run("tile 8 rows x 8 warps fma", [&](const uint8_t* w, bool pdl) {
       launch(tile_kernel, dim3(n_rows / 8), dim3(256), s, pdl, w, (const float*)xg, (float*)sink, pdl);
     });
+  }
+  }  // section 3
+  if (all || only == 4) {
+    // Does a kernel whose blocks need another shared-memory configuration than the kernel before
+    // it start later (its SMs would have to drain first, undoing PDL's early start)? A chain of 64
+    // links (section 4's kernel, 2 blocks an SM of 256 threads), each streaming S bytes before its
+    // wait; dynamic shared memory per block: all 0, all D, or alternating 0 / D.
+    std::printf("\n# 4. 64 links streaming S bytes each before the wait, µs per link: smem 0 | all D | 0,D alternating\n");
+    float *a, *b;
+    CHECK(cudaMalloc(&a, 8192 * 4));
+    CHECK(cudaMalloc(&b, 8192 * 4));
+    CHECK(cudaMemset(a, 0, 8192 * 4));
+    CHECK(cudaMemset(b, 0, 8192 * 4));
+    const int links = 64, n = 2048;
+    for (double mb : {0.0, 2.36, 8.4}) {
+      const size_t bytes = size_t(mb * 1e6) & ~size_t(15);
+      for (size_t d : {size_t(3) << 10, size_t(20) << 10, size_t(40) << 10}) {
+        auto chain = [&](int pattern) {  // 0: all 0, 1: all d, 2: alternating
+          return time_graph(s, [&] {
+                   size_t off = 0;
+                   for (int l = 0; l < links; ++l) {
+                     if (off + bytes > pool) off = 0;
+                     const size_t smem = pattern == 0 ? 0 : pattern == 1 ? d : (l & 1) * d;
+                     launch_smem(stream_link_kernel, dim3(2 * sms), dim3(256), smem, s, true,
+                                 reinterpret_cast<const uint4*>(buf + off), bytes / 16,
+                                 (const float*)((l & 1) ? b : a), (l & 1) ? a : b, n, sink);
+                     off += (bytes + 4095) & ~size_t(4095);
+                   }
+                 }) / links;
+        };
+        std::printf("S %6.2f MB D %3zu KB: %7.2f %7.2f %7.2f\n", mb, d >> 10, chain(0), chain(1), chain(2));
+      }
+    }
   }
   CHECK(cudaDeviceSynchronize());
   return 0;
