@@ -241,6 +241,14 @@ void launch(K kernel, dim3 grid, dim3 block, cudaStream_t s, bool pdl, A... args
   launch_smem(kernel, grid, block, 0, s, pdl, args...);
 }
 
+// n floats of device memory, zeroed (the chains' x and y vectors).
+float* zeroed_floats(size_t n) {
+  float* p;
+  CHECK(cudaMalloc(&p, n * sizeof(float)));
+  CHECK(cudaMemset(p, 0, n * sizeof(float)));
+  return p;
+}
+
 // Median of `reps` replays of the graph that `record` captures, in µs.
 template <class F>
 float time_graph(cudaStream_t s, F record, int reps = 15) {
@@ -314,11 +322,8 @@ int main(int argc, char** argv) {
   }
 
   std::printf("\n# 2. a chain of 64 dependent links (2048 floats), µs per link\n");
-  float *a, *b;
-  CHECK(cudaMalloc(&a, 8192 * 4));
-  CHECK(cudaMalloc(&b, 8192 * 4));
-  CHECK(cudaMemset(a, 0, 8192 * 4));
-  CHECK(cudaMemset(b, 0, 8192 * 4));
+  float* a = zeroed_floats(8192);
+  float* b = zeroed_floats(8192);
   unsigned* bar;
   CHECK(cudaMalloc(&bar, 256));
   CHECK(cudaMemset(bar, 0, 256));
@@ -353,9 +358,7 @@ int main(int argc, char** argv) {
   {
     const int n_rows = 16384;
     const size_t bytes = size_t(n_rows) * 4096;
-    float* xg;
-    CHECK(cudaMalloc(&xg, 2048 * 4));
-    CHECK(cudaMemset(xg, 0, 2048 * 4));
+    float* xg = zeroed_floats(2048);
     auto run = [&](const char* name, auto body) {
       float t[2];
       for (int p = 0; p < 2; ++p) {
@@ -395,11 +398,8 @@ int main(int argc, char** argv) {
     // links (section 4's kernel, 2 blocks an SM of 256 threads), each streaming S bytes before its
     // wait; dynamic shared memory per block: all 0, all D, or alternating 0 / D.
     std::printf("\n# 4. 64 links streaming S bytes each before the wait, µs per link: smem 0 | all D | 0,D alternating\n");
-    float *a, *b;
-    CHECK(cudaMalloc(&a, 8192 * 4));
-    CHECK(cudaMalloc(&b, 8192 * 4));
-    CHECK(cudaMemset(a, 0, 8192 * 4));
-    CHECK(cudaMemset(b, 0, 8192 * 4));
+    float* a = zeroed_floats(8192);
+    float* b = zeroed_floats(8192);
     const int links = 64, n = 2048;
     for (double mb : {0.0, 2.36, 8.4}) {
       const size_t bytes = size_t(mb * 1e6) & ~size_t(15);
