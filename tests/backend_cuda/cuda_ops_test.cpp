@@ -451,6 +451,45 @@ TEST_P(CudaAttention, FusedDecodeLayerMatchesCpu) {
   }
 }
 
+// One-token decode steps of one sequence through the fused layer: 1, 2, 3, 32, 33, 127 and 128 keys
+// (span 0, batch-1 decode's shape at tg128: one q head a block for groups of more than 2, else 2;
+// one split of 128 keys for head dims up to 64, splits of 64 keys for 80-128 and of 16 for 256
+// merged through global memory), the q/k norms on and off, prompts of 28 and 93 tokens between;
+// then 129, 230 and 257 keys (spans 256 and 512: clusters, or with CERA_CUDA_ATTENTION_CLUSTER=0
+// in the _simt variants splits merged through global memory).
+TEST_P(CudaAttention, ShortContextDecodeMatchesCpu) {
+  CERA_REQUIRE_CUDA();
+  const AttnShape sh = shape();
+  const test::ScopedEnv env = prefill_env();
+  AttentionRig rig(sh, 1, 24, 100, kv_f16());
+  Both& b = rig.b;
+  const std::vector<int32_t> perm = test::shuffled_blocks(24, 13);
+  std::vector<Seq> seqs = {{0, 0, std::vector<int32_t>(perm.begin(), perm.begin() + 20), -1}};
+  auto [qnorm, knorm] = rig.head_norms(31);
+  uint32_t seed = 1100;
+  auto run = [&](const std::vector<int32_t>& steps) {
+    for (const int32_t n : steps) {
+      seqs[0].n_tokens = n;
+      const test::Step st(seqs);
+      const AttentionRig::Rows r = rig.random_step(n, seed);
+      const bool norms = seqs[0].n_past % 2 == 0;
+      b.both([&](Backend& be, bool g) {
+        be.set_step(st.in);
+        be.qk_norm_rope_attention(0, g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, g ? r.v.g : r.v.c,
+                                  norms ? (g ? &qnorm.g : &qnorm.c) : nullptr,
+                                  norms ? (g ? &knorm.g : &knorm.c) : nullptr, 1e-6f, rig.ap, rig.rope,
+                                  g ? r.out.g : r.out.c);
+      });
+      EXPECT_LE(b.diff(r.out), 2e-5) << "attention output, " << n << " tokens after " << seqs[0].n_past;
+      seqs[0].n_past += n;
+    }
+  };
+  run({1, 1, 1, 28, 1, 1, 93, 1, 1});
+  ASSERT_EQ(seqs[0].n_past, 128);
+  const test::ScopedEnv cluster_env = decode_cluster_env(simt());
+  run({1, 100, 1, 26, 1});
+}
+
 // Long prompts: a 530-token and a 45-token sequence in one step (many query tiles; key loops over
 // several key tiles, the last one partial), then a mixed step (37 more tokens after the 530, and
 // one), then two decode steps through the fused layer (qk_norm_rope_attention), whose 568 and 47
@@ -537,7 +576,8 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, CudaAttention,
     ::testing::Combine(::testing::Values(AttnShape{32, 8, 64, true}, AttnShape{16, 2, 128, true},
                                          AttnShape{4, 4, 32, false}, AttnShape{12, 4, 80, false},
-                                         AttnShape{32, 2, 64, true}, AttnShape{8, 8, 256, true}),
+                                         AttnShape{32, 2, 64, true}, AttnShape{8, 8, 256, true},
+                                         AttnShape{16, 8, 64, false}),
                        ::testing::Bool(), ::testing::Bool()),
     [](const auto& info) {
       const AttnShape& s = std::get<0>(info.param);
