@@ -318,16 +318,24 @@ struct AttentionRig {
     return {b.weight(1, hd, random_floats(size_t(hd), seed, 0.5f, 1.5f)),
             b.weight(1, hd, random_floats(size_t(hd), seed + 1, 0.5f, 1.5f))};
   }
-  // Attention layer 0 of step st on both backends, without q/k norms: through the fused decode
-  // layer (qk_norm_rope_attention) or the two ops it replaces (qk_norm_rope, then attention).
-  void attend(const test::Step& st, const Rows& r, bool fused) {
+  // Attention layer `layer` of step st on both backends through the fused decode layer
+  // (qk_norm_rope_attention), with the q/k norm weights `norms` (head_norms; null: none).
+  void attend_fused(int32_t layer, const test::Step& st, const Rows& r,
+                    const std::pair<Both::Pair, Both::Pair>* norms = nullptr) {
     b.both([&](Backend& be, bool g) {
       be.set_step(st.in);
-      if (fused) {
-        be.qk_norm_rope_attention(0, g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, g ? r.v.g : r.v.c, nullptr, nullptr, 1e-6f,
-                                  ap, rope, g ? r.out.g : r.out.c);
-        return;
-      }
+      const Tensor* q_norm = norms ? (g ? &norms->first.g : &norms->first.c) : nullptr;
+      const Tensor* k_norm = norms ? (g ? &norms->second.g : &norms->second.c) : nullptr;
+      be.qk_norm_rope_attention(layer, g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, g ? r.v.g : r.v.c, q_norm, k_norm, 1e-6f,
+                                ap, rope, g ? r.out.g : r.out.c);
+    });
+  }
+  // Attention layer 0 of step st on both backends, without q/k norms: through the fused decode
+  // layer or the two ops it replaces (qk_norm_rope, then attention).
+  void attend(const test::Step& st, const Rows& r, bool fused) {
+    if (fused) return attend_fused(0, st, r);
+    b.both([&](Backend& be, bool g) {
+      be.set_step(st.in);
       be.qk_norm_rope(g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, nullptr, nullptr, 1e-6f, ap, rope);
       be.attention(0, g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, g ? r.v.g : r.v.c, g ? r.out.g : r.out.c, ap);
     });
@@ -428,19 +436,13 @@ TEST_P(CudaAttention, FusedDecodeLayerMatchesCpu) {
   Both& b = rig.b;
   const std::vector<int32_t> perm = test::shuffled_blocks(64, 11);
   std::vector<Seq> seqs = three_prompts(perm);
-  auto [qnorm, knorm] = rig.head_norms(21);
+  const auto norms = rig.head_norms(21);
   uint32_t seed = 300;
   for (int step = 0; step < 5; ++step) {
     const test::Step st(seqs);
     const int64_t T = st.n_tokens();
     const AttentionRig::Rows r = rig.random_step(T, seed);
-    const bool norms = step != 2;
-    b.both([&](Backend& be, bool g) {
-      be.set_step(st.in);
-      be.qk_norm_rope_attention(1, g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, g ? r.v.g : r.v.c,
-                                norms ? (g ? &qnorm.g : &qnorm.c) : nullptr, norms ? (g ? &knorm.g : &knorm.c) : nullptr,
-                                1e-6f, rig.ap, rig.rope, g ? r.out.g : r.out.c);
-    });
+    rig.attend_fused(1, st, r, step != 2 ? &norms : nullptr);
     EXPECT_LE(b.diff(r.out), 2e-5) << "attention output, step " << step << " (T=" << T << ")";
     for (auto& s : seqs) {
       s.n_past += s.n_tokens;
@@ -465,21 +467,14 @@ TEST_P(CudaAttention, ShortContextDecodeMatchesCpu) {
   Both& b = rig.b;
   const std::vector<int32_t> perm = test::shuffled_blocks(24, 13);
   std::vector<Seq> seqs = {{0, 0, std::vector<int32_t>(perm.begin(), perm.begin() + 20), -1}};
-  auto [qnorm, knorm] = rig.head_norms(31);
+  const auto norms = rig.head_norms(31);
   uint32_t seed = 1100;
   auto run = [&](const std::vector<int32_t>& steps) {
     for (const int32_t n : steps) {
       seqs[0].n_tokens = n;
       const test::Step st(seqs);
       const AttentionRig::Rows r = rig.random_step(n, seed);
-      const bool norms = seqs[0].n_past % 2 == 0;
-      b.both([&](Backend& be, bool g) {
-        be.set_step(st.in);
-        be.qk_norm_rope_attention(0, g ? r.q.g : r.q.c, g ? r.k.g : r.k.c, g ? r.v.g : r.v.c,
-                                  norms ? (g ? &qnorm.g : &qnorm.c) : nullptr,
-                                  norms ? (g ? &knorm.g : &knorm.c) : nullptr, 1e-6f, rig.ap, rig.rope,
-                                  g ? r.out.g : r.out.c);
-      });
+      rig.attend_fused(0, st, r, seqs[0].n_past % 2 == 0 ? &norms : nullptr);
       EXPECT_LE(b.diff(r.out), 2e-5) << "attention output, " << n << " tokens after " << seqs[0].n_past;
       seqs[0].n_past += n;
     }
