@@ -1015,10 +1015,10 @@ void launch(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const fl
     // Direct loads need 8-byte aligned rows (the backend's are 16-aligned); others decode to f32.
     const bool aligned = !(kDirectQ4_0<T, true> || kDirectK<T, true>) ||
                          (reinterpret_cast<uintptr_t>(w) % 8 == 0 && row_bytes % 8 == 0);
-    if (matvec_int8_enabled() && aligned && n_x_rows == 1 && launch_shared_x<T>(w, n_rows, k, row_bytes, x, y, stream, f))
-      return;
-    if (matvec_int8_enabled() && aligned)
+    if (matvec_int8_enabled() && aligned) {
+      if (n_x_rows == 1 && launch_shared_x<T>(w, n_rows, k, row_bytes, x, y, stream, f)) return;
       return launch_rows<T, true>(w, n_rows, k, row_bytes, x, x_stride, n_x_rows, y, y_stride, stream, f);
+    }
   }
   launch_rows<T, false>(w, n_rows, k, row_bytes, x, x_stride, n_x_rows, y, y_stride, stream, f);
 }
