@@ -9,7 +9,8 @@
 //  3. the [gate; up] of the 1B shapes read in matvec.cu's patterns;
 //  4. the same kind of chain, each link streaming S bytes before its wait, where consecutive
 //     kernels need different shared-memory configurations (a boundary that makes SMs switch).
-// Standalone on purpose (plain nvcc, no project headers), so a few helpers repeat matvec.cu's.
+// Standalone on purpose (plain nvcc, no project headers), so a few helpers repeat matvec.cu's;
+// what the probes share is in probe_common.cuh.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -18,17 +19,7 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(x)                                                                  \
-  do {                                                                            \
-    cudaError_t e_ = (x);                                                         \
-    if (e_ != cudaSuccess) {                                                      \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                               \
-    }                                                                             \
-  } while (0)
-
-__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" :::); }
+#include "probe_common.cuh"
 
 __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
   uint4 v;
@@ -86,31 +77,13 @@ __global__ void link_kernel(const float* __restrict__ x, float* __restrict__ y, 
   link_step<false>(x, y, n);
 }
 
-// The same chain, `links` phases in one launch; phases meet at a sense-reversing grid barrier.
-__device__ void grid_barrier(unsigned* count, volatile unsigned* gen, unsigned n_blocks) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const unsigned g = *gen;
-    __threadfence();
-    if (atomicAdd(count, 1u) == n_blocks - 1) {
-      *count = 0;
-      __threadfence();
-      atomicAdd((unsigned*)gen, 1u);
-    } else {
-      while (*gen == g) {
-      }
-    }
-    __threadfence();
-  }
-  __syncthreads();
-}
-
+// The same chain, `links` phases in one launch; phases meet at a grid barrier (probe_common.cuh).
 __global__ void persistent_chain_kernel(float* a, float* b, int n, int links, unsigned* count, unsigned* gen) {
   for (int l = 0; l < links; ++l) {
     const float* x = (l & 1) ? b : a;
     float* y = (l & 1) ? a : b;
     link_step<true>(x, y, n);
-    grid_barrier(count, gen, gridDim.x);
+    grid_barrier(count, gen);
   }
 }
 

@@ -31,14 +31,7 @@
 #include <random>
 #include <vector>
 
-#define CHECK(x)                                                                        \
-  do {                                                                                  \
-    cudaError_t e_ = (x);                                                               \
-    if (e_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));   \
-      std::exit(1);                                                                     \
-    }                                                                                   \
-  } while (0)
+#include "probe_common.cuh"
 
 constexpr int kThreads = 512;
 constexpr int kMaxK = 8192;
@@ -76,8 +69,6 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
 }
 // Orders this block's generic-proxy shared-memory accesses before later bulk copies into it.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" :::); }
 
 // Thread 0: requests this block's rows of phase p into `slot`, completing on `bar`.
 __device__ void issue_phase(int p, uint8_t* slot, uint64_t* bar, unsigned chunk) {
@@ -154,24 +145,6 @@ __device__ void compute_phase(int p, const uint8_t* slot, const int8_t* xq, cons
   const Phase ph = c_phases[p];
   if (ph.k == 2048) compute_rows<2>(ph, slot, xq, xs, xsum, y);
   else compute_rows<8>(ph, slot, xq, xs, xsum, y);  // k = 8192 (main() makes no other)
-}
-
-__device__ void grid_barrier(unsigned* count, volatile unsigned* gen) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const unsigned g = *gen;
-    __threadfence();
-    if (atomicAdd(count, 1u) == gridDim.x - 1) {
-      *count = 0;
-      __threadfence();
-      atomicAdd(const_cast<unsigned*>(gen), 1u);
-    } else {
-      while (*gen == g) {
-      }
-    }
-    __threadfence();
-  }
-  __syncthreads();
 }
 
 struct SmemPlan {
@@ -284,7 +257,7 @@ std::vector<float> reference_phase0(const std::vector<uint8_t>& w, int rows, int
 }
 
 int main(int argc, char** argv) {
-  const unsigned chunk = unsigned(argc > 1 ? std::atoi(argv[1]) : 16) << 10;
+  unsigned chunk = unsigned(argc > 1 ? std::atoi(argv[1]) : 16) << 10;
   const int replays = argc > 2 ? std::atoi(argv[2]) : 20;
   int dev = 0, n_sm = 0, coop = 0;
   CHECK(cudaGetDevice(&dev));
@@ -365,9 +338,8 @@ int main(int argc, char** argv) {
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 
   size_t slot0 = plan.slot0, x_off = plan.x_off();
-  int n_phases = n;
-  auto launch_persistent = [&](int mode) {
-    void* args[] = {&n_phases, &buf0, &buf1, &count, &gen, &slot0, &x_off, const_cast<unsigned*>(&chunk), &mode};
+  auto launch_persistent = [&](int mode, int n_phases) {
+    void* args[] = {&n_phases, &buf0, &buf1, &count, &gen, &slot0, &x_off, &chunk, &mode};
     CHECK(cudaLaunchCooperativeKernel((void*)persistent_kernel, dim3(n_sm), dim3(kThreads), args, plan.bytes(), s));
   };
   // B: the phases as a graph of PDL launches; B' (exec_pre) the same with x taken pre-quantized.
@@ -407,7 +379,7 @@ int main(int argc, char** argv) {
                           "B  graph of PDL kernels"};
   for (int v = 0; v < 3; ++v) {
     reset_input();
-    if (v < 2) launch_persistent(v);
+    if (v < 2) launch_persistent(v, n);
     else CHECK(cudaGraphLaunch(exec, s));
     CHECK(cudaStreamSynchronize(s));
     out[v].resize(16384);
@@ -416,9 +388,7 @@ int main(int argc, char** argv) {
   }
   {  // phase 0 alone: a one-phase persistent launch
     reset_input();
-    int one = 1, pf = 0;
-    void* args[] = {&one, &buf0, &buf1, &count, &gen, &slot0, &x_off, const_cast<unsigned*>(&chunk), &pf};
-    CHECK(cudaLaunchCooperativeKernel((void*)persistent_kernel, dim3(n_sm), dim3(kThreads), args, plan.bytes(), s));
+    launch_persistent(0, 1);
     CHECK(cudaStreamSynchronize(s));
     CHECK(cudaMemcpy(y0.data(), buf0, sizeof(float) * y0.size(), cudaMemcpyDeviceToHost));
   }
@@ -445,7 +415,7 @@ int main(int argc, char** argv) {
       for (int i = 0; i < replays + 1; ++i) {
         if (i == 1) CHECK(cudaEventRecord(e0, s));
         if (v == 2 || v == 5) CHECK(cudaGraphLaunch(v == 2 ? exec : exec_pre, s));
-        else launch_persistent(v < 2 ? v : v - 1);
+        else launch_persistent(v < 2 ? v : v - 1, n);
       }
       CHECK(cudaEventRecord(e1, s));
       CHECK(cudaEventSynchronize(e1));
