@@ -466,9 +466,9 @@ __device__ __forceinline__ T* cluster_peer(T* p, int rank) {
 // 2-4 splits: see docs/BENCHMARKS.md). Elsewhere (or CERA_CUDA_ATTENTION_CLUSTER=0) the grid has
 // kDecodeSplits splits, and the last block of a (token, head chunk) to finish, found with a
 // counter, merges them from global memory (threadfence-reduction pattern) and resets the counter.
-// The grid has a fixed number of splits (a captured graph replays it at every context length of its
-// span: kDecodeSplits, or at span 0 only as many as kClusterMinKeys keys take), but only the first
-// n_split = ⌈n_keys / kFusedKeysPerSplit⌉ (at most that number) work: short contexts take few splits, and a context of ≤ kFusedKeysPerSplit keys is one block per head group that
+// The grid has a fixed number of splits (a captured graph replays it at every context length), but
+// only the first n_split = ⌈n_keys / kFusedKeysPerSplit⌉ (at most that number) work: short contexts
+// take few splits, and a context of ≤ kFusedKeysPerSplit keys is one block per head group that
 // writes its output directly, with no partials, counter or merge.
 // A block is kFusedWarps warps over kFusedHeads q heads, and a split is as many keys as its warps
 // load in one batch each, before the PDL wait: the keys' loads overlap the products before the
@@ -800,24 +800,10 @@ int cluster_size(int32_t context_span) {
   return std::clamp(context_span / kFusedKeysPerSplit<kMaxHd, T>, 2, kClusterSplits);
 }
 
-// The splits a step of at most kClusterMinKeys keys (span 0) can use: ⌈kClusterMinKeys / keys per
-// split⌉, 1 for head dims up to 64 with an f32 cache. The rest of a kDecodeSplits grid would be
-// blocks that only wait and leave, each holding a whole SM (16 warps at 128 registers) until its
-// wait returns — 480 of the 512 blocks of LFM2-1.2B's or Llama-3.2-1B's one-token steps (a q head
-// a block). CERA_CUDA_ATTENTION_SHORT_GRID=0: the full grid (read per call, like the cluster switch).
-template <int kMaxHd, class T>
-int short_context_splits() {
-  const char* e = std::getenv("CERA_CUDA_ATTENTION_SHORT_GRID");
-  if (e && std::strcmp(e, "0") == 0) return kDecodeSplits;
-  constexpr int32_t kKeys = kFusedKeysPerSplit<kMaxHd, T>;
-  return int(std::min<int32_t>(kDecodeSplits, (kClusterMinKeys + kKeys - 1) / kKeys));
-}
-
-// short_context: the step's span is 0 (every token has at most kClusterMinKeys keys).
 template <int kMaxHd, int H, class T>
 void launch_decode_fused(const KvView<T>& kv, const StepView& step, int32_t n_tokens, const DecodeQkv& qkv, float* out,
                          int64_t os, const AttentionShape& sh, int32_t group, int32_t chunks, float* partial,
-                         unsigned* counters, int32_t context_span, bool short_context, cudaStream_t s) {
+                         unsigned* counters, int32_t context_span, cudaStream_t s) {
   const dim3 block(kFusedWarps<kMaxHd> * 32);
   const int size = cluster_size<kMaxHd, T>(context_span);
   if (context_span > 0 && decode_clusters_usable<kMaxHd, H, T>(size, int64_t(n_tokens) * sh.n_head_kv * chunks)) {
@@ -825,8 +811,7 @@ void launch_decode_fused(const KvView<T>& kv, const StepView& step, int32_t n_to
     launch_pdl_cluster(decode_fused_kernel<kMaxHd, true, H, T>, grid, block, dim3(1, 1, unsigned(size)), 0, s, kv,
                        step, qkv, sh, group, chunks, partial, counters, out, os);
   } else {
-    const int splits = short_context ? short_context_splits<kMaxHd, T>() : kDecodeSplits;
-    const dim3 grid(unsigned(n_tokens), unsigned(sh.n_head_kv * chunks), unsigned(splits));
+    const dim3 grid(unsigned(n_tokens), unsigned(sh.n_head_kv * chunks), kDecodeSplits);
     launch_pdl(decode_fused_kernel<kMaxHd, false, H, T>, grid, block, 0, s, kv, step, qkv, sh, group, chunks, partial,
                counters, out, os);
   }
@@ -944,15 +929,14 @@ void attention_decode_fused(const KvLayer& kv, const StepView& step, int32_t n_t
   const int32_t group = sh.n_head / sh.n_head_kv;
   const FusedShape shape = fused_shape(n_tokens, group, context_span);
   const int32_t chunks = (group + shape.heads - 1) / shape.heads;
-  const int32_t span = shape.clusters ? context_span : 0;  // 0: a grid of single blocks
-  const bool short_context = context_span == 0;
+  const int32_t span = shape.clusters ? context_span : 0;  // 0: a grid of kDecodeSplits single blocks
   with_kv_view(kv, [&](auto view) {
     auto launch = [&](auto hd) {
       constexpr int kMaxHd = decltype(hd)::value;
       switch (shape.heads) {
-        case 1: launch_decode_fused<kMaxHd, 1>(view, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, span, short_context, s); break;
-        case 2: launch_decode_fused<kMaxHd, 2>(view, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, span, short_context, s); break;
-        default: launch_decode_fused<kMaxHd, kFusedHeads>(view, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, span, short_context, s); break;
+        case 1: launch_decode_fused<kMaxHd, 1>(view, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, span, s); break;
+        case 2: launch_decode_fused<kMaxHd, 2>(view, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, span, s); break;
+        default: launch_decode_fused<kMaxHd, kFusedHeads>(view, step, n_tokens, qkv, out, os, sh, group, chunks, partial, counters, span, s); break;
       }
     };
     switch (head_dim_bucket(sh.head_dim)) {
