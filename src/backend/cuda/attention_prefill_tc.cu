@@ -28,6 +28,7 @@
 #include <cstdint>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/kv_cache.cuh"
 #include "backend/cuda/pdl.h"
 #include "backend/cuda/ops.h"
@@ -35,6 +36,11 @@
 
 namespace cera::cuda {
 namespace {
+
+using detail::cp_async16;
+using detail::cp_async16_zero;
+using detail::cp_async_commit;
+using detail::cp_async_wait;
 
 constexpr int kTcWarps = 4;
 constexpr int kTcThreads = kTcWarps * 32;
@@ -73,20 +79,6 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
-
-__device__ __forceinline__ void cp_async16(float* smem, const float* gmem) {
-  const uint32_t s = uint32_t(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(__cvta_generic_to_global(gmem))
-               : "memory");
-}
-// Writes 16 zero bytes (src-size 0: nothing is read from gmem, which only has to be a global address).
-__device__ __forceinline__ void cp_async16_zero(float* smem, const float* gmem) {
-  const uint32_t s = uint32_t(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, 0;" ::"r"(s), "l"(__cvta_generic_to_global(gmem))
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
 
 // grid (n_tiles, n_head_kv × row_chunks), kTcThreads threads, TcLayout<HD>::kSmemBytes dynamic smem.
 template <int HD>
@@ -187,7 +179,7 @@ __global__ void __launch_bounds__(kTcThreads) prefill_tc_kernel(KvView<float> kv
   for (int32_t kt = 0; kt < n_kt; ++kt) {
     if (kt + 1 < n_kt) load_tile(kt + 1, (kt + 1) & 1);
     cp_async_commit();  // possibly empty: keeps "all but the newest group" = tile kt
-    cp_async_wait_1();
+    cp_async_wait<1>();
     __syncthreads();
 
     const int32_t k0 = kt * kTcKeys;

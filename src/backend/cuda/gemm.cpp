@@ -1,5 +1,6 @@
 #include "backend/cuda/gemm.h"
 
+#include "backend/cuda/mmq.h"
 #include "backend/cuda/ops.h"
 #include "backend/cuda/quant_kernels.h"
 
@@ -22,10 +23,16 @@ Gemm::~Gemm() {
   if (handle_) cublasDestroy(handle_);
 }
 
+bool Gemm::takes_mmq(int64_t rows, const Tensor& w) {
+  // Int8 activations off (cuda::matvec_int8_enable(false): tests that want exact weights) means
+  // here too: dequantize for cuBLAS.
+  return rows <= mmq_max_rows() && matvec_int8_enabled() && mmq_supported(w.type, w.data, w.row_bytes);
+}
+
 bool Gemm::reserve(const Tensor& x, const Tensor& w) {
   if (w.type == GgmlType::F32) return false;
   bool moved = act_scratch_.ensure(size_t(x.rows) * size_t(x.cols) * 2);
-  if (!is_16bit(w.type)) moved |= weight_scratch_.ensure(size_t(w.rows) * size_t(w.cols) * 2);
+  if (!is_16bit(w.type)) moved |= reserve_weight(w);
   return moved;
 }
 
@@ -39,6 +46,11 @@ void Gemm::run(const Tensor& x, const Tensor& w, Tensor& y, float alpha, float b
     return;
   }
   reserve(x, w);
+  if (takes_mmq(x.rows, w)) {  // x straight from f32, no f16 copy
+    mmq(w.type, w.data, w.rows, w.cols, w.row_bytes, x.data, false, ldx, x.rows, y.f32(), ldy, alpha, beta,
+        mmq_scratch_.get(), stream_);
+    return;
+  }
   if (bf16_activations(w.type))
     to_bf16(x.f32(), ldx, int32_t(x.rows), int32_t(x.cols), act_scratch_.as<__nv_bfloat16>(), stream_);
   else
@@ -48,7 +60,11 @@ void Gemm::run(const Tensor& x, const Tensor& w, Tensor& y, float alpha, float b
 
 bool Gemm::reserve_weight(const Tensor& w) {
   if (w.type == GgmlType::F32 || is_16bit(w.type)) return false;
-  return weight_scratch_.ensure(size_t(w.rows) * size_t(w.cols) * 2);
+  bool moved = weight_scratch_.ensure(size_t(w.rows) * size_t(w.cols) * 2);
+  // Sized for the most rows mmq takes, whatever mmq_max_rows() says now: a captured step's product
+  // may take it later with more rows than this one.
+  if (mmq_supported(w.type, w.data, w.row_bytes)) moved |= mmq_scratch_.ensure(mmq_scratch_bytes(kMmqMaxRows, w.cols));
+  return moved;
 }
 
 void Gemm::run_converted(const void* x16, int64_t rows, const Tensor& w, Tensor& y, float alpha, float beta) {
@@ -58,8 +74,13 @@ void Gemm::run_converted(const void* x16, int64_t rows, const Tensor& w, Tensor&
   const void* a = w.data;
   int lda = int(w.row_bytes / 2);
   const cudaDataType_t type = bf16_activations(w.type) ? CUDA_R_16BF : CUDA_R_16F;
+  if (!is_16bit(w.type)) reserve_weight(w);
+  if (takes_mmq(rows, w)) {  // x16 is f16: bf16 activations are for BF16 weights only
+    mmq(w.type, w.data, w.rows, w.cols, w.row_bytes, x16, true, k, rows, y.f32(), ldy, alpha, beta,
+        mmq_scratch_.get(), stream_);
+    return;
+  }
   if (!is_16bit(w.type)) {
-    reserve_weight(w);
     dequantize_f16(w.type, w.data, w.rows, w.cols, w.row_bytes, weight_scratch_.as<__half>(), stream_);
     a = weight_scratch_.get();
     lda = k;

@@ -84,7 +84,7 @@ void matvec(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_
 // llama.cpp and cera's CPU path do with quantized weights: fewer instructions per weight and 8 rows
 // per block, where decoding to f32 is limited to 4 (docs/BENCHMARKS.md has the measurements). On
 // unless the environment has CERA_MATVEC_INT8=0; matvec_int8_enable switches it process-wide (tests
-// that want exact weights, A/B benchmarks).
+// that want exact weights, A/B benchmarks), together with the batched int8 products (mmq.h).
 void matvec_int8_enable(bool on);
 bool matvec_int8_enabled();
 // Whether matvec of `type` takes int8 activations now (enabled, and Q4_0, Q8_0, Q4_K or Q6_K).
