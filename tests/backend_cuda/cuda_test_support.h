@@ -18,6 +18,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/quant_kernels.h"
+#include "common/fp16.h"
 #include "format/ggml_type.h"
 #include "format/quant.h"
 
@@ -107,6 +108,28 @@ inline RandomWeights random_weights(GgmlType type, int64_t n_rows, int64_t k, si
                            w.row_bytes);
   }
   return w;
+}
+
+// Q4_K's 32-element sub-block `is` of the super-block at sb: scale = d·sc and bias = -dmin·m (both
+// exact in f32: an f16 times a 6-bit integer) and the nibble level of element j.
+struct SubBlockQ4K {
+  double scale, bias;
+  int level[32];
+};
+inline SubBlockQ4K q4k_sub_block(const uint8_t* sb, int is) {
+  const uint8_t* s = sb + 4;
+  uint32_t sc, mn;
+  if (is < 4) {
+    sc = s[is] & 63u, mn = s[is + 4] & 63u;
+  } else {
+    sc = (s[is + 4] & 0x0Fu) | (uint32_t(s[is - 4] >> 6) << 4);
+    mn = (s[is + 4] >> 4) | (uint32_t(s[is] >> 6) << 4);
+  }
+  SubBlockQ4K r;
+  r.scale = double(f16_to_f32(uint16_t(sb[0] | sb[1] << 8))) * sc;
+  r.bias = -double(f16_to_f32(uint16_t(sb[2] | sb[3] << 8))) * mn;
+  for (int j = 0; j < 32; ++j) r.level[j] = (sb[16 + 32 * (is >> 1) + j] >> (4 * (is & 1))) & 0x0F;
+  return r;
 }
 
 // One sequence of a test step: its tokens, past length and block table.

@@ -88,27 +88,8 @@ double inv_rms(const float* x, int64_t k, float eps) {
   return 1.0 / std::sqrt(ss / double(k) + double(eps));
 }
 
-// Q4_K's 32-element sub-block `is` of the super-block at sb: scale = d·sc and bias = -dmin·m (both
-// exact in f32: an f16 times a 6-bit integer) and the nibble level of element j.
-struct SubBlockQ4K {
-  double scale, bias;
-  int level[32];
-};
-SubBlockQ4K q4k_sub_block(const uint8_t* sb, int is) {
-  const uint8_t* s = sb + 4;
-  uint32_t sc, mn;
-  if (is < 4) {
-    sc = s[is] & 63u, mn = s[is + 4] & 63u;
-  } else {
-    sc = (s[is + 4] & 0x0Fu) | (uint32_t(s[is - 4] >> 6) << 4);
-    mn = (s[is + 4] >> 4) | (uint32_t(s[is] >> 6) << 4);
-  }
-  SubBlockQ4K r;
-  r.scale = double(f16_to_f32(uint16_t(sb[0] | sb[1] << 8))) * sc;
-  r.bias = -double(f16_to_f32(uint16_t(sb[2] | sb[3] << 8))) * mn;
-  for (int j = 0; j < 32; ++j) r.level[j] = (sb[16 + 32 * (is >> 1) + j] >> (4 * (is & 1))) & 0x0F;
-  return r;
-}
+using test::SubBlockQ4K;
+using test::q4k_sub_block;
 
 // v = Σ_b dx_b Σ_j w_j q_j exactly (the products and sums of a half block are exact in double), and
 // the bound on the kernel's rounding error (see the top comment). Q4_0 / Q8_0: w_j = dw·level is

@@ -3,13 +3,14 @@
 // Two launches:
 //  1. quantize_x_kernel rounds x to int8 per 32 elements (int8_dot.cuh's rounding) and stores it in
 //     the order the MMA reads it: per 8 rows of x ("a token group") and 256 elements (a Q4_0 GPU
-//     super-block) one 2,304-byte chunk, [8 blocks][32 lanes][8 bytes] of int8 values, each lane's
+//     super-block) one 2,560-byte chunk, [8 blocks][32 lanes][8 bytes] of int8 values, each lane's
 //     8 bytes the B fragment of m16n8k32 (PTX ISA: lane 4g + i holds elements 4i..4i+3 and
-//     16+4i..16+4i+3 of row g), then [8 blocks][8 rows] f32 scales. A warp copies a chunk with
-//     16-byte cp.async and reads its fragments with one conflict-free 8-byte load per lane.
+//     16+4i..16+4i+3 of row g), then [8 blocks][8 rows] f32 scales d, then as many d·Σq. A warp
+//     copies (the part its weight type reads of) a chunk with 16-byte cp.async and reads its
+//     fragments with one conflict-free 8-byte load per lane.
 //  2. mmq_kernel: a block owns 16·MF weight rows and BT rows of x; its 4 warps split the
 //     super-blocks of k (warp w takes w, w + 4, ...), each streaming its weights' super-blocks
-//     (GPU layout: Q4_0 144 bytes, Q6_K 216) and its x chunks through a private cp.async pipeline
+//     (GPU layout: Q4_0 and Q4_K 144 bytes, Q6_K 216) and its x chunks through a private cp.async pipeline
 //     of shared-memory stages, then the warps' sums are added in shared memory in a fixed order
 //     (results do not depend on timing). The MMA's accumulator starts at the bits of 1.5·2^23, so
 //     its int32 result read as a float is 1.5·2^23 + sum exactly (|sum| < 2^22) and one
@@ -19,6 +20,9 @@
 //       (lane 4g + i: elements 4i..4i+3 and 16+4i.. of rows g and g + 8) is exactly one 32-bit word
 //       of a row's nibbles, low nibbles for elements 4i.., high for 16+4i.. (GGML's nibble order),
 //       centred to level - 8 in int8 with two integer ops.
+//     * Q4_K, per 32-element sub-block: one m16n8k32 MMA of its unsigned nibbles (elements 4i.. and
+//       16+4i.. of a sub-block are two words of its 32 bytes, low nibbles for even sub-blocks,
+//       high for odd), scaled by d · scale, minus dmin · min times the x block's d·Σq.
 //     * Q6_K, whose scales cover 16 elements: one m16n8k16 MMA per 16-element sub-block (lane
 //       4g + i: elements 4i..4i+3), its 6-bit levels assembled from one word of ql and one of qh,
 //       the B fragment the matching half of the x block's (the chunk's first word for elements
@@ -45,8 +49,9 @@ using detail::cp_async_commit;
 using detail::cp_async_wait;
 
 constexpr int kSuperElems = 256;     // a GPU super-block of either type: 8 blocks of 32
-constexpr int kChunkQBytes = 2048;   // one token group's int8 x of a super-block
-constexpr int kChunkBytes = 2304;    // ... then its 64 f32 scales
+constexpr int kChunkQBytes = 2048;   // one token group's int8 x of a super-block,
+constexpr int kChunkSumsAt = 2304;   // then its 64 f32 scales d, then its 64 d·Σq (for Q4_K's minimums)
+constexpr int kChunkBytes = 2560;
 constexpr int kMmqWarps = 4;
 constexpr float kMmaBias = 12582912.0f;  // 1.5·2^23
 constexpr int kMmaBiasBits = 0x4B400000;
@@ -80,18 +85,25 @@ __global__ void quantize_x_kernel(const X* __restrict__ x, int64_t x_stride, int
   const float d = amax / 127.0f;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   uint32_t q[2];
+  int sum = 0;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const uint32_t b0 = detail::round_to_i8_bits(v[4 * h], id), b1 = detail::round_to_i8_bits(v[4 * h + 1], id);
     const uint32_t b2 = detail::round_to_i8_bits(v[4 * h + 2], id), b3 = detail::round_to_i8_bits(v[4 * h + 3], id);
     q[h] = __byte_perm(__byte_perm(b0, b1, 0x0040), __byte_perm(b2, b3, 0x0040), 0x5410);
+    sum = __dp4a(int(q[h]), 0x01010101, sum);
   }
+  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+  sum += __shfl_xor_sync(0xffffffffu, sum, 2);
   if (idx >= n_threads) return;
   const int64_t tg = t / 8, sb = b / 8;
   const int g = int(t % 8), s = int(b % 8);
   uint8_t* chunk = out + (tg * n_sb + sb) * kChunkBytes;
   reinterpret_cast<uint2*>(chunk)[s * 32 + 4 * g + i] = make_uint2(q[0], q[1]);
-  if (i == 0) reinterpret_cast<float*>(chunk + kChunkQBytes)[s * 8 + g] = d;
+  if (i == 0) {
+    reinterpret_cast<float*>(chunk + kChunkQBytes)[s * 8 + g] = d;
+    reinterpret_cast<float*>(chunk + kChunkSumsAt)[s * 8 + g] = d * float(sum);
+  }
 }
 
 // ---- 2. the product.
@@ -108,6 +120,12 @@ struct MmqWeights<GgmlType::Q4_0> {
   static constexpr int kStride = 144;  // 36 words
 };
 template <>
+struct MmqWeights<GgmlType::Q4_K> {
+  static constexpr int kBytes = 144;  // f16 d, f16 dmin, 12 bytes of 6-bit scales and minimums, 128 of nibbles
+  static constexpr int kCopy = 16;
+  static constexpr int kStride = 144;
+};
+template <>
 struct MmqWeights<GgmlType::Q6_K> {
   static constexpr int kBytes = 216;  // ql[128], qh[64], int8 scales[16], f16 d, 6 zero bytes
   static constexpr int kCopy = 8;
@@ -120,7 +138,8 @@ struct MmqTile {
   static constexpr int kRows = 16 * MF;  // weight rows per block
   static constexpr int kGroups = BT / 8;  // token groups per block (one MMA n-fragment each)
   static constexpr int kWBytes = kRows * Wt::kStride;
-  static constexpr int kStageBytes = kWBytes + kGroups * kChunkBytes;
+  static constexpr int kXBytes = T == GgmlType::Q4_K ? kChunkBytes : kChunkSumsAt;  // of a chunk, what T reads
+  static constexpr int kStageBytes = kWBytes + kGroups * kXBytes;
   // Super-blocks in flight per warp: enough to cover load latency, few enough for 2-4 blocks an SM.
   static constexpr int kStages = BT <= 16 ? 3 : 2;
   static constexpr int kSmem = kMmqWarps * kStages * kStageBytes;
@@ -181,7 +200,7 @@ __device__ __forceinline__ void mmq_block(const uint8_t* st, int s, int groups, 
 #pragma unroll
     for (int j = 0; j < S::kGroups; ++j) {
       if (j >= groups) break;  // warp-uniform
-      const uint8_t* chunk = st + S::kWBytes + j * kChunkBytes;
+      const uint8_t* chunk = st + S::kWBytes + j * S::kXBytes;
       const uint2 b = reinterpret_cast<const uint2*>(chunk)[s * 32 + lane];
       const float2 dx = reinterpret_cast<const float2*>(chunk + kChunkQBytes)[s * 4 + i4];  // x rows 2i, 2i + 1
 #pragma unroll
@@ -189,6 +208,45 @@ __device__ __forceinline__ void mmq_block(const uint8_t* st, int s, int groups, 
         int c[4];
         mma_k32_biased(c, a[m], b.x, b.y);
         add_scaled(acc[m][j], c, dw[m][0], dw[m][1], dx);
+      }
+    }
+  } else if constexpr (T == GgmlType::Q4_K) {
+    // Sub-block s: 6-bit scale and minimum as GGML packs them (s < 4: bytes s and s + 4 of the
+    // 12; else the low / high nibble of byte s + 4 and the top bits of bytes s - 4 / s), levels the
+    // low (even s) or high (odd s) nibbles of bytes 32·(s / 2).. of the 128.
+    uint32_t a[MF][4];
+    float dsc[MF][2], dmn[MF][2];  // d·scale and dmin·minimum of rows g and g + 8 (exact in f32)
+    const int shift = 4 * (s & 1);
+#pragma unroll
+    for (int m = 0; m < MF; ++m)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const uint8_t* row = st + (16 * m + g + 8 * r) * kStride;
+        const uint8_t* sm = row + 4;
+        const uint32_t sc = s < 4 ? sm[s] & 63u : (sm[s + 4] & 0x0Fu) | uint32_t(sm[s - 4] >> 6) << 4;
+        const uint32_t mn = s < 4 ? sm[s + 4] & 63u : uint32_t(sm[s + 4] >> 4) | uint32_t(sm[s] >> 6) << 4;
+        dsc[m][r] = __half2float(*reinterpret_cast<const __half*>(row)) * float(sc);
+        dmn[m][r] = __half2float(*reinterpret_cast<const __half*>(row + 2)) * float(mn);
+        const uint8_t* qs = row + 16 + 32 * (s >> 1) + 4 * i4;
+        a[m][r] = (*reinterpret_cast<const uint32_t*>(qs) >> shift) & 0x0F0F0F0Fu;
+        a[m][2 + r] = (*reinterpret_cast<const uint32_t*>(qs + 16) >> shift) & 0x0F0F0F0Fu;
+      }
+#pragma unroll
+    for (int j = 0; j < S::kGroups; ++j) {
+      if (j >= groups) break;  // warp-uniform
+      const uint8_t* chunk = st + S::kWBytes + j * S::kXBytes;
+      const uint2 b = reinterpret_cast<const uint2*>(chunk)[s * 32 + lane];
+      const float2 dx = reinterpret_cast<const float2*>(chunk + kChunkQBytes)[s * 4 + i4];
+      const float2 xs = reinterpret_cast<const float2*>(chunk + kChunkSumsAt)[s * 4 + i4];  // d·Σq
+#pragma unroll
+      for (int m = 0; m < MF; ++m) {
+        int c[4];
+        mma_k32_biased(c, a[m], b.x, b.y);
+        add_scaled(acc[m][j], c, dsc[m][0], dsc[m][1], dx);
+        acc[m][j][0] = fmaf(-dmn[m][0], xs.x, acc[m][j][0]);
+        acc[m][j][1] = fmaf(-dmn[m][0], xs.y, acc[m][j][1]);
+        acc[m][j][2] = fmaf(-dmn[m][1], xs.x, acc[m][j][2]);
+        acc[m][j][3] = fmaf(-dmn[m][1], xs.y, acc[m][j][3]);
       }
     }
   } else {
@@ -217,7 +275,7 @@ __device__ __forceinline__ void mmq_block(const uint8_t* st, int s, int groups, 
 #pragma unroll
     for (int j = 0; j < S::kGroups; ++j) {
       if (j >= groups) break;  // warp-uniform
-      const uint8_t* chunk = st + S::kWBytes + j * kChunkBytes;
+      const uint8_t* chunk = st + S::kWBytes + j * S::kXBytes;
       const uint2 b = reinterpret_cast<const uint2*>(chunk)[s * 32 + lane];
       const float2 dx = reinterpret_cast<const float2*>(chunk + kChunkQBytes)[s * 4 + i4];
 #pragma unroll
@@ -265,9 +323,9 @@ __global__ void __launch_bounds__(kMmqWarps * 32)
   auto issue_x = [&](int i) {
     const int64_t sb = warp + int64_t(i) * kMmqWarps;
     uint8_t* st = stages + (i % S::kStages) * S::kStageBytes + S::kWBytes;
-    for (int c = lane; c < groups * (kChunkBytes / 16); c += 32) {
-      const int gi = c / (kChunkBytes / 16), q = c % (kChunkBytes / 16);
-      cp_async16(st + gi * kChunkBytes + q * 16, xq + (int64_t(tg0 + gi) * n_sb + sb) * kChunkBytes + q * 16);
+    for (int c = lane; c < groups * (S::kXBytes / 16); c += 32) {
+      const int gi = c / (S::kXBytes / 16), q = c % (S::kXBytes / 16);
+      cp_async16(st + gi * S::kXBytes + q * 16, xq + (int64_t(tg0 + gi) * n_sb + sb) * kChunkBytes + q * 16);
     }
   };
   // Weights are no earlier kernel's output (pdl.h): the first stages' are requested before the wait.
@@ -360,7 +418,7 @@ void launch_for_rows(const uint8_t* w, int64_t n_rows, int32_t n_sb, size_t row_
 }  // namespace
 
 bool mmq_supported(GgmlType type, const void* w, size_t row_bytes) {
-  const size_t align = type == GgmlType::Q4_0 ? 16 : type == GgmlType::Q6_K ? 8 : 0;  // MmqWeights::kCopy
+  const size_t align = type == GgmlType::Q4_0 || type == GgmlType::Q4_K ? 16 : type == GgmlType::Q6_K ? 8 : 0;  // kCopy
   return align != 0 && reinterpret_cast<uintptr_t>(w) % align == 0 && row_bytes % align == 0;
 }
 
@@ -379,14 +437,14 @@ void mmq(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_byt
          int64_t x_stride, int64_t n_x_rows, float* y, int64_t y_stride, float alpha, float beta, void* scratch,
          cudaStream_t stream) {
   if (!mmq_supported(type, w, row_bytes))
-    throw Error(ErrorCode::Unsupported, "cuda mmq: weights must be Q4_0 (16-byte aligned rows) or Q6_K (8-byte "
-                                        "aligned rows), not " + std::string(ggml_type_name(type)));
+    throw Error(ErrorCode::Unsupported, "cuda mmq: weights must be Q4_0 or Q4_K (16-byte aligned rows) or Q6_K "
+                                        "(8-byte aligned rows), not " + std::string(ggml_type_name(type)));
   if (n_x_rows < 1 || n_x_rows > kMmqMaxRows)
     throw Error(ErrorCode::InvalidArgument, "cuda mmq: n_x_rows must be 1.." + std::to_string(kMmqMaxRows));
-  const int64_t k_unit = type == GgmlType::Q6_K ? 256 : 32;  // a Q6_K row is whole super-blocks
+  const int64_t k_unit = type == GgmlType::Q4_0 ? 32 : 256;  // K-quant rows are whole super-blocks
   if (k <= 0 || k % k_unit != 0)
     throw Error(ErrorCode::InvalidArgument, "cuda mmq: k must be a positive multiple of " + std::to_string(k_unit));
-  const size_t super_bytes = type == GgmlType::Q6_K ? MmqWeights<GgmlType::Q6_K>::kBytes : MmqWeights<GgmlType::Q4_0>::kBytes;
+  const size_t super_bytes = type == GgmlType::Q6_K ? MmqWeights<GgmlType::Q6_K>::kBytes : MmqWeights<GgmlType::Q4_0>::kBytes;  // Q4_K: as Q4_0
   if (row_bytes < size_t(n_supers(k)) * super_bytes)
     throw Error(ErrorCode::InvalidArgument, "cuda mmq: rows are shorter than their k elements");
   if (n_rows <= 0) return;
@@ -404,6 +462,8 @@ void mmq(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_byt
   const auto* wb = static_cast<const uint8_t*>(w);
   if (type == GgmlType::Q4_0)
     launch_for_rows<GgmlType::Q4_0>(wb, n_rows, n_sb, row_bytes, xq, n_x_rows, y, y_stride, alpha, beta, stream);
+  else if (type == GgmlType::Q4_K)
+    launch_for_rows<GgmlType::Q4_K>(wb, n_rows, n_sb, row_bytes, xq, n_x_rows, y, y_stride, alpha, beta, stream);
   else
     launch_for_rows<GgmlType::Q6_K>(wb, n_rows, n_sb, row_bytes, xq, n_x_rows, y, y_stride, alpha, beta, stream);
   CERA_CUDA_CHECK_LAUNCH();
