@@ -24,6 +24,7 @@ namespace {
 using quant::BlockQ4_0;
 using quant::BlockQ4_K;
 using quant::BlockQ5_0;
+using quant::BlockQ5_K;
 using quant::BlockQ6_K;
 using quant::BlockQ8_0;
 using quant::BlockQ8_K;
@@ -522,8 +523,10 @@ inline __m256i q4k_scales_mins(const uint8_t* s) {
   return _mm256_cvtepu8_epi16(bytes);
 }
 
-template <int NW, int NX>
-void tile_q4_k(const Args& a) {
+// Q4_K and Q5_K (kFifthBit: level bit 4 of element 64c + l from bit 2c of qh[l], of 64c + 32 + l from
+// bit 2c + 1; levels 0..31 keep maddubs' pair sums within int16).
+template <bool kFifthBit, class Block, int NW, int NX>
+void tile_q45_k(const Args& a) {
   const int64_t nb = a.n / 256;
   __m512 acc[NW][NX];
 #pragma GCC unroll 8
@@ -532,13 +535,15 @@ void tile_q4_k(const Args& a) {
     for (int j = 0; j < NX; ++j) acc[i][j] = _mm512_setzero_ps();
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   const __m512i nib_shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
+  const __m512i qh_shift = _mm512_set_epi64(1, 1, 1, 1, 0, 0, 0, 0);  // high half: the odd sub-block's bit
+  const __m512i one = _mm512_set1_epi8(1);
   for (int64_t b = 0; b < nb; ++b) {
     __m512i scv[NW][4];
     __m512i mins[NW];
     float dw[NW], dmw[NW];
 #pragma GCC unroll 8
     for (int i = 0; i < NW; ++i) {
-      const auto* blk = reinterpret_cast<const BlockQ4_K*>(a.w + size_t(i) * a.wrb) + b;
+      const auto* blk = reinterpret_cast<const Block*>(a.w + size_t(i) * a.wrb) + b;
       const __m512i sm = _mm512_zextsi256_si512(q4k_scales_mins(blk->scales));
 #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
@@ -564,9 +569,15 @@ void tile_q4_k(const Args& a) {
       __m512i wq[NW];
 #pragma GCC unroll 8
       for (int i = 0; i < NW; ++i) {
-        const auto* blk = reinterpret_cast<const BlockQ4_K*>(a.w + size_t(i) * a.wrb) + b;
+        const auto* blk = reinterpret_cast<const Block*>(a.w + size_t(i) * a.wrb) + b;
         const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs + 32 * c)));
         wq[i] = _mm512_and_si512(_mm512_srlv_epi64(q, nib_shift), m4);
+        if constexpr (kFifthBit) {
+          const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qh)));
+          const __m512i bit = _mm512_and_si512(_mm512_srlv_epi64(qh, _mm512_add_epi64(qh_shift, _mm512_set1_epi64(2 * c))),
+                                               one);  // each byte 0 or 1: shifting 64-bit lanes by < 8 leaks nothing
+          wq[i] = _mm512_or_si512(wq[i], _mm512_slli_epi64(bit, 4));
+        }
       }
 #pragma GCC unroll 8
       for (int j = 0; j < NX; ++j) {
@@ -777,7 +788,11 @@ struct Q8K {
 };
 template <int NW, int NX>
 struct Q4KK {
-  static void f(const Args& a) { tile_q4_k<NW, NX>(a); }
+  static void f(const Args& a) { tile_q45_k<false, BlockQ4_K, NW, NX>(a); }
+};
+template <int NW, int NX>
+struct Q5KK {
+  static void f(const Args& a) { tile_q45_k<true, BlockQ5_K, NW, NX>(a); }
 };
 template <int NW, int NX>
 struct Q6KK {
@@ -808,6 +823,10 @@ void dot_q4_k(int64_t n, const void* w, size_t wrb, int nw, const void* x, size_
               size_t os) {
   run_tiles(Table2x4<Q4KK>::fns, n, w, wrb, nw, x, xrb, nx, out, os);
 }
+void dot_q5_k(int64_t n, const void* w, size_t wrb, int nw, const void* x, size_t xrb, int nx, float* out,
+              size_t os) {
+  run_tiles(Table2x4<Q5KK>::fns, n, w, wrb, nw, x, xrb, nx, out, os);
+}
 void dot_q6_k(int64_t n, const void* w, size_t wrb, int nw, const void* x, size_t xrb, int nx, float* out,
               size_t os) {
   run_tiles(Table2x4<Q6KK>::fns, n, w, wrb, nw, x, xrb, nx, out, os);
@@ -827,6 +846,7 @@ int detail::avx512_kernels(MatmulKernels* out, int cap) {
       {GgmlType::Q5_0, GgmlType::Q8_0, Isa::Avx512, kRowLaneMaxNw, kRowLaneMaxNx, quantize_q8_0,
        dot_rowlane<PolicyQ5_0, sizeof(BlockQ5_0)>, nullptr},
       {GgmlType::Q4_K, GgmlType::Q8_K, Isa::Avx512, 4, 4, quantize_q8_k, dot_q4_k, nullptr},
+      {GgmlType::Q5_K, GgmlType::Q8_K, Isa::Avx512, 4, 4, quantize_q8_k, dot_q5_k, nullptr},
       {GgmlType::Q6_K, GgmlType::Q8_K, Isa::Avx512, 4, 4, quantize_q8_k, dot_q6_k, nullptr},
   };
   int count = 0;
