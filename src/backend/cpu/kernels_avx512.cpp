@@ -21,6 +21,8 @@ namespace cera::cpu {
 #if defined(__x86_64__) && defined(__AVX512F__)
 namespace {
 
+using quant::BlockQ2_K;
+using quant::BlockQ3_K;
 using quant::BlockQ4_0;
 using quant::BlockQ4_K;
 using quant::BlockQ5_0;
@@ -691,6 +693,121 @@ void tile_q6_k(const Args& a) {
     for (int i = 0; i < NW; ++i) a.out[size_t(j) * a.os + size_t(i)] = _mm512_reduce_add_ps(acc[i][j]);
 }
 
+// Q3_K's 16 signed six-bit scales (12 bytes: low nibbles in bytes 0-7, two high bits each in bytes
+// 8-11; MODELS.md §2.4) as 16 × i16.
+inline __m256i q3k_scales(const uint8_t* s) {
+  uint64_t lo;
+  uint32_t c;
+  __builtin_memcpy(&lo, s, 8);
+  __builtin_memcpy(&c, s + 8, 4);
+  const uint64_t h01 = uint64_t(c & 0x03030303u) | uint64_t((c >> 2) & 0x03030303u) << 32;        // scales 0-7
+  const uint64_t h23 = uint64_t((c >> 4) & 0x03030303u) | uint64_t((c >> 6) & 0x03030303u) << 32;  // 8-15
+  const uint64_t s07 = (lo & 0x0F0F0F0F0F0F0F0Full) | h01 << 4;
+  const uint64_t s8f = ((lo >> 4) & 0x0F0F0F0F0F0F0F0Full) | h23 << 4;
+  const __m256i u = _mm256_cvtepu8_epi16(_mm_set_epi64x(int64_t(s8f), int64_t(s07)));
+  return _mm256_sub_epi16(u, _mm256_set1_epi16(32));
+}
+
+// Q2_K and Q3_K (kQ3): element 128h + 32j + l is bits 2j, 2j+1 of qs[32h + l] (Q3_K: minus 4 where
+// bit 4h + j of hmask[l] is clear), with a scale per 16 elements. Q2_K's levels are unsigned, with a
+// minimum per 16 elements (dmin · mn · bsum, as Q4_K's); Q3_K's are fed as level + 4 (0..7) and
+// -4 · scale · bsum joins the integer sum (as Q6_K's +32). A 64-element chunk c is two such 32-element
+// groups (j = 2(c % 2), +1) of half h = c / 2, and its int16 lane L covers sub-block 4c + L/8.
+template <bool kQ3, class Block, int NW, int NX>
+void tile_q23_k(const Args& a) {
+  const int64_t nb = a.n / 256;
+  __m512 acc[NW][NX];
+#pragma GCC unroll 8
+  for (int i = 0; i < NW; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NX; ++j) acc[i][j] = _mm512_setzero_ps();
+  const __m512i m3 = _mm512_set1_epi8(3);
+  const __m512i m1 = _mm512_set1_epi8(1);
+  for (int64_t b = 0; b < nb; ++b) {
+    __m512i scv[NW][4];
+    __m512i extra[NW];  // Q3_K: -4·scale per bsum; Q2_K: the minimums per bsum
+    float dw[NW], dmw[NW];
+#pragma GCC unroll 8
+    for (int i = 0; i < NW; ++i) {
+      const auto* blk = reinterpret_cast<const Block*>(a.w + size_t(i) * a.wrb) + b;
+      __m256i s16;
+      if constexpr (kQ3) {
+        s16 = q3k_scales(blk->scales);
+        extra[i] = _mm512_zextsi256_si512(_mm256_mullo_epi16(s16, _mm256_set1_epi16(-4)));
+        dmw[i] = 0.0f;
+      } else {
+        const __m128i sm = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->scales));
+        s16 = _mm256_cvtepu8_epi16(_mm_and_si128(sm, _mm_set1_epi8(0x0F)));
+        extra[i] = _mm512_zextsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), _mm_set1_epi8(0x0F))));
+        dmw[i] = _cvtsh_ss(blk->dmin);
+      }
+      const __m512i sv = _mm512_zextsi256_si512(s16);
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        const __m512i idx = _mm512_add_epi16(_mm512_set1_epi16(short(4 * c)),
+                                             _mm512_srli_epi16(_mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22,
+                                                                                21, 20, 19, 18, 17, 16, 15, 14, 13, 12,
+                                                                                11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                                               3));
+        scv[i][c] = _mm512_permutexvar_epi16(idx, sv);
+      }
+      dw[i] = _cvtsh_ss(blk->d);
+    }
+    __m512i isum[NW][NX];
+#pragma GCC unroll 8
+    for (int j = 0; j < NX; ++j) {
+      const auto* xb = reinterpret_cast<const BlockQ8_K*>(a.x + size_t(j) * a.xrb) + b;
+      const __m512i bs = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb->bsums)));
+#pragma GCC unroll 8
+      for (int i = 0; i < NW; ++i) isum[i][j] = kQ3 ? _mm512_madd_epi16(bs, extra[i]) : _mm512_setzero_si512();
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const int h = c >> 1, j0 = 2 * (c & 1);
+      const __m512i shift = _mm512_set_epi64(2 * j0 + 2, 2 * j0 + 2, 2 * j0 + 2, 2 * j0 + 2, 2 * j0, 2 * j0, 2 * j0, 2 * j0);
+      __m512i wq[NW];
+#pragma GCC unroll 8
+      for (int i = 0; i < NW; ++i) {
+        const auto* blk = reinterpret_cast<const Block*>(a.w + size_t(i) * a.wrb) + b;
+        const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs + 32 * h)));
+        wq[i] = _mm512_and_si512(_mm512_srlv_epi64(q, shift), m3);  // shifts < 8 leak nothing past the mask
+        if constexpr (kQ3) {
+          const int hb = 4 * h + j0;
+          const __m512i hshift = _mm512_set_epi64(hb + 1, hb + 1, hb + 1, hb + 1, hb, hb, hb, hb);
+          const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->hmask)));
+          wq[i] = _mm512_or_si512(wq[i], _mm512_slli_epi64(_mm512_and_si512(_mm512_srlv_epi64(hm, hshift), m1), 2));
+        }
+      }
+#pragma GCC unroll 8
+      for (int j = 0; j < NX; ++j) {
+        const auto* xb = reinterpret_cast<const BlockQ8_K*>(a.x + size_t(j) * a.xrb) + b;
+        const __m512i xq = load512(xb->qs + 64 * c);
+#pragma GCC unroll 8
+        for (int i = 0; i < NW; ++i)
+          isum[i][j] = _mm512_dpwssd_epi32(isum[i][j], _mm512_maddubs_epi16(wq[i], xq), scv[i][c]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < NX; ++j) {
+      const auto* xb = reinterpret_cast<const BlockQ8_K*>(a.x + size_t(j) * a.xrb) + b;
+      const float dx = xb->d;
+#pragma GCC unroll 8
+      for (int i = 0; i < NW; ++i) {
+        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i][j]), _mm512_set1_ps(dw[i] * dx), acc[i][j]);
+        if constexpr (!kQ3) {
+          const __m512i bs = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb->bsums)));
+          acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(bs, extra[i])), _mm512_set1_ps(-dmw[i] * dx),
+                                      acc[i][j]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < NX; ++j)
+#pragma GCC unroll 8
+    for (int i = 0; i < NW; ++i) a.out[size_t(j) * a.os + size_t(i)] = _mm512_reduce_add_ps(acc[i][j]);
+}
+
 // ------------------------------------------------------------------- activation quantizers
 //
 // Byte-exact with quant::quantize_row_ref: same f32 operations in the same order per element; only
@@ -795,6 +912,14 @@ struct Q5KK {
   static void f(const Args& a) { tile_q45_k<true, BlockQ5_K, NW, NX>(a); }
 };
 template <int NW, int NX>
+struct Q2KK {
+  static void f(const Args& a) { tile_q23_k<false, BlockQ2_K, NW, NX>(a); }
+};
+template <int NW, int NX>
+struct Q3KK {
+  static void f(const Args& a) { tile_q23_k<true, BlockQ3_K, NW, NX>(a); }
+};
+template <int NW, int NX>
 struct Q6KK {
   static void f(const Args& a) { tile_q6_k<NW, NX>(a); }
 };
@@ -823,6 +948,14 @@ void dot_q4_k(int64_t n, const void* w, size_t wrb, int nw, const void* x, size_
               size_t os) {
   run_tiles(Table2x4<Q4KK>::fns, n, w, wrb, nw, x, xrb, nx, out, os);
 }
+void dot_q2_k(int64_t n, const void* w, size_t wrb, int nw, const void* x, size_t xrb, int nx, float* out,
+              size_t os) {
+  run_tiles(Table2x4<Q2KK>::fns, n, w, wrb, nw, x, xrb, nx, out, os);
+}
+void dot_q3_k(int64_t n, const void* w, size_t wrb, int nw, const void* x, size_t xrb, int nx, float* out,
+              size_t os) {
+  run_tiles(Table2x4<Q3KK>::fns, n, w, wrb, nw, x, xrb, nx, out, os);
+}
 void dot_q5_k(int64_t n, const void* w, size_t wrb, int nw, const void* x, size_t xrb, int nx, float* out,
               size_t os) {
   run_tiles(Table2x4<Q5KK>::fns, n, w, wrb, nw, x, xrb, nx, out, os);
@@ -845,6 +978,8 @@ int detail::avx512_kernels(MatmulKernels* out, int cap) {
        dot_rowlane<PolicyQ4_0, sizeof(BlockQ4_0)>, nullptr},
       {GgmlType::Q5_0, GgmlType::Q8_0, Isa::Avx512, kRowLaneMaxNw, kRowLaneMaxNx, quantize_q8_0,
        dot_rowlane<PolicyQ5_0, sizeof(BlockQ5_0)>, nullptr},
+      {GgmlType::Q2_K, GgmlType::Q8_K, Isa::Avx512, 4, 4, quantize_q8_k, dot_q2_k, nullptr},
+      {GgmlType::Q3_K, GgmlType::Q8_K, Isa::Avx512, 4, 4, quantize_q8_k, dot_q3_k, nullptr},
       {GgmlType::Q4_K, GgmlType::Q8_K, Isa::Avx512, 4, 4, quantize_q8_k, dot_q4_k, nullptr},
       {GgmlType::Q5_K, GgmlType::Q8_K, Isa::Avx512, 4, 4, quantize_q8_k, dot_q5_k, nullptr},
       {GgmlType::Q6_K, GgmlType::Q8_K, Isa::Avx512, 4, 4, quantize_q8_k, dot_q6_k, nullptr},
