@@ -32,6 +32,8 @@
 #include <cuda_fp16.h>
 
 #include <cstdlib>
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "backend/cuda/check.h"
@@ -388,12 +390,18 @@ template <GgmlType T, int BT, int MF>
 void launch_product(const uint8_t* w, int64_t n_rows, int32_t n_sb, size_t row_bytes, const uint8_t* xq,
                     int64_t n_x_rows, float* y, int64_t y_stride, float alpha, float beta, cudaStream_t stream) {
   using S = MmqTile<T, BT, MF>;
-  static const bool configured = [] {  // more than the default 48 KB of dynamic shared memory
-    CERA_CUDA_CHECK(
-        cudaFuncSetAttribute(mmq_kernel<T, BT, MF>, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem));
-    return true;
-  }();
-  (void)configured;
+  {  // more than the default 48 KB of dynamic shared memory: once per device, on its first (eager) use
+    static std::mutex mutex;
+    static std::set<int> devices;
+    int dev = 0;
+    CERA_CUDA_CHECK(cudaGetDevice(&dev));
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (!devices.count(dev)) {
+      CERA_CUDA_CHECK(
+          cudaFuncSetAttribute(mmq_kernel<T, BT, MF>, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem));
+      devices.insert(dev);
+    }
+  }
   const int32_t n_tg = int32_t(n_groups(n_x_rows));
   const dim3 grid(unsigned((n_rows + S::kRows - 1) / S::kRows), unsigned((n_tg + S::kGroups - 1) / S::kGroups));
   launch_pdl(mmq_kernel<T, BT, MF>, grid, dim3(kMmqWarps * 32), size_t(S::kSmem), stream, w, n_rows, n_sb, row_bytes,
