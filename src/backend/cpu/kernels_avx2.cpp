@@ -1,5 +1,6 @@
 // AVX2 + FMA + F16C matmul kernels (no VNNI here: int8 dots use llama.cpp's idea of |w| × sign(x, w)
-// through vpmaddubsw, then vpmaddwd against ones). Same ODR rules as kernels_avx512.cpp: internal
+// through vpmaddubsw, then vpmaddwd against ones; K-quants feed unsigned levels to vpmaddubsw and
+// apply their sub-block scales with vpmaddwd). Same ODR rules as kernels_avx512.cpp: internal
 // linkage only, intrinsics and builtins only, one exported registration function.
 #if defined(__x86_64__) && defined(__AVX2__)
 #include <immintrin.h>
@@ -13,8 +14,14 @@ namespace cera::cpu {
 #if defined(__x86_64__) && defined(__AVX2__)
 namespace {
 
+using quant::BlockQ2_K;
+using quant::BlockQ3_K;
 using quant::BlockQ4_0;
+using quant::BlockQ4_K;
+using quant::BlockQ5_K;
+using quant::BlockQ6_K;
 using quant::BlockQ8_0;
+using quant::BlockQ8_K;
 
 constexpr int kMW = 4, kMX = 2;
 
@@ -163,6 +170,185 @@ void tile_q8_0(const Args& a) {
     for (int i = 0; i < NW; ++i) a.out[size_t(j) * a.os + size_t(i)] = hsum(acc[i][j]);
 }
 
+// ---------------------------------------------------------------------------- K-quants × Q8_K
+//
+// A 256-element block in 8 chunks of 32 elements, each chunk's levels as unsigned bytes (vpmaddubsw
+// takes them as u8 against the signed x bytes, pair sums within int16 for levels up to 63), the
+// int16 pair sums multiplied by their sub-block's scale and summed into int32 by vpmaddwd. Per kind
+// (a policy: KQ45 for Q4_K / Q5_K, KQ6K, KQ2K, KQ3K): prep() unpacks a block's scales into int16 per chunk (kPer16: two per chunk, one per 16 elements;
+// else one) and the per-bsum vector `extra` — the minimums (kFold false: dmin·Σ mn·bsum is its own
+// term, Q2_K/Q4_K/Q5_K) or -offset·scale (kFold: folded into the integer sum, Q3_K's +4 and Q6_K's
+// +32 on the levels) — and levels(blk, k) gives chunk k's 32 levels.
+template <class B, bool kFifthBit>
+struct KQ45 {
+  using Block = B;
+  static constexpr bool kPer16 = false, kFold = false;
+  // sc: 8 scales (one a chunk); extra: each sub-block's minimum twice (one per bsum of 16). The
+  // 6-bit scales and minimums as GGML packs them (MODELS.md §2.2), unpacked four at a time.
+  static void prep(const Block* blk, int16_t sc[16], __m256i& extra, float& d, float& dmin) {
+    uint32_t a, b, c;
+    __builtin_memcpy(&a, blk->scales, 4);
+    __builtin_memcpy(&b, blk->scales + 4, 4);
+    __builtin_memcpy(&c, blk->scales + 8, 4);
+    const uint32_t sc_lo = a & 0x3F3F3F3Fu, mn_lo = b & 0x3F3F3F3Fu;
+    const uint32_t sc_hi = (c & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u);
+    const uint32_t mn_hi = ((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u);
+    _mm_store_si128(reinterpret_cast<__m128i*>(sc), _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, int(sc_hi), int(sc_lo))));
+    const __m128i mn = _mm_set_epi32(0, 0, int(mn_hi), int(mn_lo));
+    extra = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn, mn));
+    d = _cvtsh_ss(blk->d);
+    dmin = _cvtsh_ss(blk->dmin);
+  }
+  // Chunk k is sub-block k: nibbles of bytes 32·(k / 2).. (low for even k), Q5_K's bit k of qh[l].
+  static __m256i levels(const Block* blk, int k) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs + 32 * (k >> 1)));
+    __m256i v = _mm256_and_si256(k & 1 ? _mm256_srli_epi16(q, 4) : q, _mm256_set1_epi8(0x0F));
+    if constexpr (kFifthBit) {
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qh));
+      const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(qh, k), _mm256_set1_epi8(1));  // k < 8: no leak
+      v = _mm256_or_si256(v, _mm256_slli_epi16(bit, 4));
+    }
+    return v;
+  }
+};
+
+struct KQ6K {
+  using Block = BlockQ6_K;
+  static constexpr bool kPer16 = true, kFold = true;
+  static void prep(const Block* blk, int16_t sc[16], __m256i& extra, float& d, float& dmin) {
+    const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->scales)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sc), s16);
+    extra = _mm256_mullo_epi16(s16, _mm256_set1_epi16(-32));
+    d = _cvtsh_ss(blk->d);
+    dmin = 0.0f;
+  }
+  // Element 128h + 32q + l: nibble of ql[64h + 32(q & 1) + l] (low for q < 2) | bits 2q, 2q+1 of
+  // qh[32h + l] << 4, stored as level + 32.
+  static __m256i levels(const Block* blk, int k) {
+    const int h = k >> 2, q = k & 3;
+    const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->ql + 64 * h + 32 * (q & 1)));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qh + 32 * h));
+    const __m256i lo = _mm256_and_si256(q < 2 ? ql : _mm256_srli_epi16(ql, 4), _mm256_set1_epi8(0x0F));
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * q), _mm256_set1_epi8(3));  // 2q < 8: no leak
+    return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+  }
+};
+
+struct KQ2K {
+  using Block = BlockQ2_K;
+  static constexpr bool kPer16 = true, kFold = false;
+  static void prep(const Block* blk, int16_t sc[16], __m256i& extra, float& d, float& dmin) {
+    const __m128i sm = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->scales));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sc), _mm256_cvtepu8_epi16(_mm_and_si128(sm, _mm_set1_epi8(0x0F))));
+    extra = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), _mm_set1_epi8(0x0F)));
+    d = _cvtsh_ss(blk->d);
+    dmin = _cvtsh_ss(blk->dmin);
+  }
+  // Element 128h + 32j + l: bits 2j, 2j+1 of qs[32h + l].
+  static __m256i levels(const Block* blk, int k) {
+    const int h = k >> 2, j = k & 3;
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs + 32 * h));
+    return _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), _mm256_set1_epi8(3));
+  }
+};
+struct KQ3K {
+  using Block = BlockQ3_K;
+  static constexpr bool kPer16 = true, kFold = true;
+  static void prep(const Block* blk, int16_t sc[16], __m256i& extra, float& d, float& dmin) {
+    // 16 signed six-bit scales (MODELS.md §2.4): low nibbles in bytes 0-7, two high bits each in 8-11.
+    uint64_t lo;
+    uint32_t c;
+    __builtin_memcpy(&lo, blk->scales, 8);
+    __builtin_memcpy(&c, blk->scales + 8, 4);
+    const uint64_t h01 = uint64_t(c & 0x03030303u) | uint64_t((c >> 2) & 0x03030303u) << 32;        // 0-7
+    const uint64_t h23 = uint64_t((c >> 4) & 0x03030303u) | uint64_t((c >> 6) & 0x03030303u) << 32;  // 8-15
+    const uint64_t s07 = (lo & 0x0F0F0F0F0F0F0F0Full) | h01 << 4;
+    const uint64_t s8f = ((lo >> 4) & 0x0F0F0F0F0F0F0F0Full) | h23 << 4;
+    const __m256i s16 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_set_epi64x(int64_t(s8f), int64_t(s07))),
+                                         _mm256_set1_epi16(32));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sc), s16);
+    extra = _mm256_mullo_epi16(s16, _mm256_set1_epi16(-4));
+    d = _cvtsh_ss(blk->d);
+    dmin = 0.0f;
+  }
+  // Element 128h + 32j + l: bits 2j, 2j+1 of qs[32h + l], plus 4 where bit 4h + j of hmask[l] is set
+  // (level + 4: GGML subtracts 4 where it is clear).
+  static __m256i levels(const Block* blk, int k) {
+    const int h = k >> 2, j = k & 3;
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs + 32 * h));
+    const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->hmask));
+    const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), _mm256_set1_epi8(3));
+    const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), _mm256_set1_epi8(1));  // < 8: no leak
+    return _mm256_or_si256(lo, _mm256_slli_epi16(hb, 2));
+  }
+};
+
+template <class K, int NW, int NX>
+void tile_kq(const Args& a) {
+  using Block = typename K::Block;
+  const int64_t nb = a.n / 256;
+  __m256 acc[NW][NX];
+#pragma GCC unroll 8
+  for (int i = 0; i < NW; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NX; ++j) acc[i][j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    alignas(32) int16_t sc[NW][16];
+    __m256i extra[NW];
+    float dw[NW], dmw[NW];
+    const Block* blk[NW];
+#pragma GCC unroll 8
+    for (int i = 0; i < NW; ++i) {
+      blk[i] = reinterpret_cast<const Block*>(a.w + size_t(i) * a.wrb) + b;
+      K::prep(blk[i], sc[i], extra[i], dw[i], dmw[i]);
+    }
+    __m256i isum[NW][NX];
+#pragma GCC unroll 8
+    for (int j = 0; j < NX; ++j) {
+      const auto* xb = reinterpret_cast<const BlockQ8_K*>(a.x + size_t(j) * a.xrb) + b;
+      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb->bsums));
+#pragma GCC unroll 8
+      for (int i = 0; i < NW; ++i) isum[i][j] = K::kFold ? _mm256_madd_epi16(bs, extra[i]) : _mm256_setzero_si256();
+    }
+    for (int k = 0; k < 8; ++k) {
+      __m256i wq[NW], sv[NW];
+#pragma GCC unroll 8
+      for (int i = 0; i < NW; ++i) {
+        wq[i] = K::levels(blk[i], k);
+        // int16 lane L of the pair sums covers elements 2L, 2L+1: lanes 0-7 the chunk's first 16.
+        sv[i] = K::kPer16 ? _mm256_set_m128i(_mm_set1_epi16(sc[i][2 * k + 1]), _mm_set1_epi16(sc[i][2 * k]))
+                          : _mm256_set1_epi16(sc[i][k]);
+      }
+#pragma GCC unroll 8
+      for (int j = 0; j < NX; ++j) {
+        const auto* xb = reinterpret_cast<const BlockQ8_K*>(a.x + size_t(j) * a.xrb) + b;
+        const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb->qs + 32 * k));
+#pragma GCC unroll 8
+        for (int i = 0; i < NW; ++i)
+          isum[i][j] = _mm256_add_epi32(isum[i][j], _mm256_madd_epi16(_mm256_maddubs_epi16(wq[i], xq), sv[i]));
+      }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < NX; ++j) {
+      const auto* xb = reinterpret_cast<const BlockQ8_K*>(a.x + size_t(j) * a.xrb) + b;
+      const float dx = xb->d;
+#pragma GCC unroll 8
+      for (int i = 0; i < NW; ++i) {
+        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i][j]), _mm256_set1_ps(dw[i] * dx), acc[i][j]);
+        if constexpr (!K::kFold) {
+          const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb->bsums));
+          acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(bs, extra[i])),
+                                      _mm256_set1_ps(-dmw[i] * dx), acc[i][j]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < NX; ++j)
+#pragma GCC unroll 8
+    for (int i = 0; i < NW; ++i) a.out[size_t(j) * a.os + size_t(i)] = hsum(acc[i][j]);
+}
+
 template <template <int, int> class K>
 struct Table {
   static constexpr TileFn fns[kMW][kMX] = {
@@ -184,6 +370,19 @@ struct Q8K {
   };
 };
 
+template <class Kind>
+struct KQK {
+  template <int NW, int NX>
+  struct K {
+    static void f(const Args& a) { tile_kq<Kind, NW, NX>(a); }
+  };
+};
+
+template <class Kind>
+void dot_kq(int64_t n, const void* w, size_t wrb, int nw, const void* x, size_t xrb, int nx, float* out, size_t os) {
+  run_tiles(Table<KQK<Kind>::template K>::fns, n, w, wrb, nw, x, xrb, nx, out, os);
+}
+
 template <FloatKind FK>
 void dot_float(int64_t n, const void* w, size_t wrb, int nw, const void* x, size_t xrb, int nx, float* out,
                size_t os) {
@@ -204,6 +403,11 @@ int detail::avx2_kernels(MatmulKernels* out, int cap) {
       {GgmlType::BF16, GgmlType::F32, Isa::Avx2, kMW, kMX, nullptr, dot_float<FloatKind::BF16>, nullptr},
       {GgmlType::Q8_0, GgmlType::Q8_0, Isa::Avx2, kMW, kMX, nullptr, dot_q8act<PolicyQ8_0>, nullptr},
       {GgmlType::Q4_0, GgmlType::Q8_0, Isa::Avx2, kMW, kMX, nullptr, dot_q8act<PolicyQ4_0>, nullptr},
+      {GgmlType::Q2_K, GgmlType::Q8_K, Isa::Avx2, kMW, kMX, nullptr, dot_kq<KQ2K>, nullptr},
+      {GgmlType::Q3_K, GgmlType::Q8_K, Isa::Avx2, kMW, kMX, nullptr, dot_kq<KQ3K>, nullptr},
+      {GgmlType::Q4_K, GgmlType::Q8_K, Isa::Avx2, kMW, kMX, nullptr, dot_kq<KQ45<BlockQ4_K, false>>, nullptr},
+      {GgmlType::Q5_K, GgmlType::Q8_K, Isa::Avx2, kMW, kMX, nullptr, dot_kq<KQ45<BlockQ5_K, true>>, nullptr},
+      {GgmlType::Q6_K, GgmlType::Q8_K, Isa::Avx2, kMW, kMX, nullptr, dot_kq<KQ6K>, nullptr},
   };
   int count = 0;
   for (const auto& k : all)
