@@ -17,10 +17,14 @@ namespace {
 using quant::BlockQ2_K;
 using quant::BlockQ3_K;
 using quant::BlockQ4_0;
+using quant::BlockQ4_1;
+using quant::BlockQ5_0;
+using quant::BlockQ5_1;
 using quant::BlockQ4_K;
 using quant::BlockQ5_K;
 using quant::BlockQ6_K;
 using quant::BlockQ8_0;
+using quant::BlockQ8_1;
 using quant::BlockQ8_K;
 
 constexpr int kMW = 4, kMX = 2;
@@ -131,6 +135,74 @@ struct PolicyQ4_0 {
   }
   static uint16_t d(const uint8_t* row, int64_t b) { return (reinterpret_cast<const BlockQ4_0*>(row) + b)->d; }
 };
+
+// The 32 bits of a Q5_0 / Q5_1 block's qh as 32 bytes, 0x10 where bit k (the fifth bit of element
+// k) is set: byte k takes byte k / 8 of qh, then its own bit.
+inline __m256i fifth_bits(const uint8_t* qh) {
+  uint32_t h;
+  __builtin_memcpy(&h, qh, 4);
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(int(h)), _mm256_set_epi64x(0x0303030303030303ll, 0x0202020202020202ll,
+                                                   0x0101010101010101ll, 0x0000000000000000ll));
+  const __m256i bit = _mm256_set1_epi64x(0x8040201008040201ll);
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
+}
+
+// Nibbles of a 32-element block in element order: bytes 0-15 the low nibbles, 16-31 the high ones.
+inline __m256i nibbles(const uint8_t* qs) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
+}
+
+struct PolicyQ5_0 {
+  static __m256i levels(const uint8_t* row, int64_t b) {
+    const auto* blk = reinterpret_cast<const BlockQ5_0*>(row) + b;
+    return _mm256_sub_epi8(_mm256_or_si256(nibbles(blk->qs), fifth_bits(blk->qh)), _mm256_set1_epi8(16));
+  }
+  static uint16_t d(const uint8_t* row, int64_t b) { return (reinterpret_cast<const BlockQ5_0*>(row) + b)->d; }
+};
+
+// Q4_1 / Q5_1 against Q8_1: Σ (d·q + m)·x = d·dx·Σ q·xq + m·s (s = dx·Σ xq, stored in the x block);
+// the levels are unsigned, so they go to vpmaddubsw as they are.
+template <class Block, bool kFifthBit, int NW, int NX>
+void tile_q8_1(const Args& a) {
+  const int64_t nb = a.n / 32;
+  __m256 acc[NW][NX];
+#pragma GCC unroll 8
+  for (int i = 0; i < NW; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NX; ++j) acc[i][j] = _mm256_setzero_ps();
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i wq[NW];
+    float dw[NW], mw[NW];
+#pragma GCC unroll 8
+    for (int i = 0; i < NW; ++i) {
+      const auto* blk = reinterpret_cast<const Block*>(a.w + size_t(i) * a.wrb) + b;
+      wq[i] = nibbles(blk->qs);
+      if constexpr (kFifthBit) wq[i] = _mm256_or_si256(wq[i], fifth_bits(blk->qh));
+      dw[i] = _cvtsh_ss(blk->d);
+      mw[i] = _cvtsh_ss(blk->m);
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < NX; ++j) {
+      const auto* xb = reinterpret_cast<const BlockQ8_1*>(a.x + size_t(j) * a.xrb) + b;
+      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb->qs));
+      const float dx = _cvtsh_ss(xb->d), sx = _cvtsh_ss(xb->s);
+#pragma GCC unroll 8
+      for (int i = 0; i < NW; ++i) {
+        const __m256i p32 = _mm256_madd_epi16(_mm256_maddubs_epi16(wq[i], xq), ones);  // levels ≤ 31: no saturation
+        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), _mm256_set1_ps(dw[i] * dx), acc[i][j]);
+        // The offset term once per block, in lane 0 (the lanes are summed at the end).
+        acc[i][j] = _mm256_add_ps(acc[i][j], _mm256_castps128_ps256(_mm_set_ss(mw[i] * sx)));
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < NX; ++j)
+#pragma GCC unroll 8
+    for (int i = 0; i < NW; ++i) a.out[size_t(j) * a.os + size_t(i)] = hsum(acc[i][j]);
+}
 
 template <class P, int NW, int NX>
 void tile_q8_0(const Args& a) {
@@ -370,6 +442,19 @@ struct Q8K {
   };
 };
 
+template <class Block, bool kFifthBit>
+struct Q81K {
+  template <int NW, int NX>
+  struct K {
+    static void f(const Args& a) { tile_q8_1<Block, kFifthBit, NW, NX>(a); }
+  };
+};
+template <class Block, bool kFifthBit>
+void dot_q8_1act(int64_t n, const void* w, size_t wrb, int nw, const void* x, size_t xrb, int nx, float* out,
+                 size_t os) {
+  run_tiles(Table<Q81K<Block, kFifthBit>::template K>::fns, n, w, wrb, nw, x, xrb, nx, out, os);
+}
+
 template <class Kind>
 struct KQK {
   template <int NW, int NX>
@@ -403,6 +488,9 @@ int detail::avx2_kernels(MatmulKernels* out, int cap) {
       {GgmlType::BF16, GgmlType::F32, Isa::Avx2, kMW, kMX, nullptr, dot_float<FloatKind::BF16>, nullptr},
       {GgmlType::Q8_0, GgmlType::Q8_0, Isa::Avx2, kMW, kMX, nullptr, dot_q8act<PolicyQ8_0>, nullptr},
       {GgmlType::Q4_0, GgmlType::Q8_0, Isa::Avx2, kMW, kMX, nullptr, dot_q8act<PolicyQ4_0>, nullptr},
+      {GgmlType::Q5_0, GgmlType::Q8_0, Isa::Avx2, kMW, kMX, nullptr, dot_q8act<PolicyQ5_0>, nullptr},
+      {GgmlType::Q4_1, GgmlType::Q8_1, Isa::Avx2, kMW, kMX, nullptr, dot_q8_1act<BlockQ4_1, false>, nullptr},
+      {GgmlType::Q5_1, GgmlType::Q8_1, Isa::Avx2, kMW, kMX, nullptr, dot_q8_1act<BlockQ5_1, true>, nullptr},
       {GgmlType::Q2_K, GgmlType::Q8_K, Isa::Avx2, kMW, kMX, nullptr, dot_kq<KQ2K>, nullptr},
       {GgmlType::Q3_K, GgmlType::Q8_K, Isa::Avx2, kMW, kMX, nullptr, dot_kq<KQ3K>, nullptr},
       {GgmlType::Q4_K, GgmlType::Q8_K, Isa::Avx2, kMW, kMX, nullptr, dot_kq<KQ45<BlockQ4_K, false>>, nullptr},
