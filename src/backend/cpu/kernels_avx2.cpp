@@ -27,7 +27,13 @@ using quant::BlockQ8_0;
 using quant::BlockQ8_1;
 using quant::BlockQ8_K;
 
-constexpr int kMW = 4, kMX = 2;
+// Tile shapes (weight rows × activation rows per kernel call): float weights 4 × 2; integer ones
+// up to 4 × 4, taken as 4 rows × 1-2 tokens (decode keeps 4 rows' worth of independent work) or
+// 2 rows × 3-4 tokens, whose unpacked levels then serve more tokens while 16 ymm registers still
+// hold the accumulators (cera_bench_matmul T512 under avx2, against 4 × 2 tiles: Q4_K 83 → 103
+// GFLOP/s, Q6_K 70 → 86, Q4_0 61 → 73, T1 unchanged; F16 in 2 × 4 tiles fell 88 → 57, so floats keep 4 × 2).
+constexpr int kFloatMW = 4, kFloatMX = 2;
+constexpr int kIntMW = 4, kIntMX = 4;
 
 struct Args {
   int64_t n;
@@ -40,12 +46,15 @@ struct Args {
 };
 using TileFn = void (*)(const Args&);
 
-void run_tiles(const TileFn (&fns)[kMW][kMX], int64_t n, const void* w, size_t wrb, int nw, const void* x,
-               size_t xrb, int nx, float* out, size_t os) {
-  for (int j0 = 0; j0 < nx; j0 += kMX) {
-    const int cx = nx - j0 < kMX ? nx - j0 : kMX;
-    for (int i0 = 0; i0 < nw; i0 += kMW) {
-      const int cw = nw - i0 < kMW ? nw - i0 : kMW;
+// rows_wide: weight rows a call takes when it has more than 2 tokens (MW otherwise).
+template <int MW, int MX>
+void run_tiles(const TileFn (&fns)[MW][MX], int rows_wide, int64_t n, const void* w, size_t wrb, int nw,
+               const void* x, size_t xrb, int nx, float* out, size_t os) {
+  for (int j0 = 0; j0 < nx; j0 += MX) {
+    const int cx = nx - j0 < MX ? nx - j0 : MX;
+    const int mw = cx > 2 ? rows_wide : MW;
+    for (int i0 = 0; i0 < nw; i0 += mw) {
+      const int cw = nw - i0 < mw ? nw - i0 : mw;
       const Args a{n, static_cast<const uint8_t*>(w) + size_t(i0) * wrb, wrb,
                    static_cast<const uint8_t*>(x) + size_t(j0) * xrb, xrb, out + size_t(j0) * os + size_t(i0), os};
       fns[cw - 1][cx - 1](a);
@@ -422,10 +431,19 @@ void tile_kq(const Args& a) {
 }
 
 template <template <int, int> class K>
-struct Table {
-  static constexpr TileFn fns[kMW][kMX] = {
+struct FloatTable {
+  static constexpr TileFn fns[kFloatMW][kFloatMX] = {
       {K<1, 1>::f, K<1, 2>::f}, {K<2, 1>::f, K<2, 2>::f}, {K<3, 1>::f, K<3, 2>::f}, {K<4, 1>::f, K<4, 2>::f}};
 };
+// Rows 3-4 with tokens 3-4 are never called (run_tiles takes 2 rows there).
+template <template <int, int> class K>
+struct IntTable {
+  static constexpr TileFn fns[kIntMW][kIntMX] = {{K<1, 1>::f, K<1, 2>::f, K<1, 3>::f, K<1, 4>::f},
+                                                 {K<2, 1>::f, K<2, 2>::f, K<2, 3>::f, K<2, 4>::f},
+                                                 {K<3, 1>::f, K<3, 2>::f, nullptr, nullptr},
+                                                 {K<4, 1>::f, K<4, 2>::f, nullptr, nullptr}};
+};
+constexpr int kIntRowsWide = 2;
 
 template <FloatKind FK>
 struct FloatK {
@@ -452,7 +470,7 @@ struct Q81K {
 template <class Block, bool kFifthBit>
 void dot_q8_1act(int64_t n, const void* w, size_t wrb, int nw, const void* x, size_t xrb, int nx, float* out,
                  size_t os) {
-  run_tiles(Table<Q81K<Block, kFifthBit>::template K>::fns, n, w, wrb, nw, x, xrb, nx, out, os);
+  run_tiles(IntTable<Q81K<Block, kFifthBit>::template K>::fns, kIntRowsWide, n, w, wrb, nw, x, xrb, nx, out, os);
 }
 
 template <class Kind>
@@ -465,37 +483,37 @@ struct KQK {
 
 template <class Kind>
 void dot_kq(int64_t n, const void* w, size_t wrb, int nw, const void* x, size_t xrb, int nx, float* out, size_t os) {
-  run_tiles(Table<KQK<Kind>::template K>::fns, n, w, wrb, nw, x, xrb, nx, out, os);
+  run_tiles(IntTable<KQK<Kind>::template K>::fns, kIntRowsWide, n, w, wrb, nw, x, xrb, nx, out, os);
 }
 
 template <FloatKind FK>
 void dot_float(int64_t n, const void* w, size_t wrb, int nw, const void* x, size_t xrb, int nx, float* out,
                size_t os) {
-  run_tiles(Table<FloatK<FK>::template K>::fns, n, w, wrb, nw, x, xrb, nx, out, os);
+  run_tiles(FloatTable<FloatK<FK>::template K>::fns, kFloatMW, n, w, wrb, nw, x, xrb, nx, out, os);
 }
 template <class P>
 void dot_q8act(int64_t n, const void* w, size_t wrb, int nw, const void* x, size_t xrb, int nx, float* out,
                size_t os) {
-  run_tiles(Table<Q8K<P>::template K>::fns, n, w, wrb, nw, x, xrb, nx, out, os);
+  run_tiles(IntTable<Q8K<P>::template K>::fns, kIntRowsWide, n, w, wrb, nw, x, xrb, nx, out, os);
 }
 
 }  // namespace
 
 int detail::avx2_kernels(MatmulKernels* out, int cap) {
   const MatmulKernels all[] = {
-      {GgmlType::F32, GgmlType::F32, Isa::Avx2, kMW, kMX, nullptr, dot_float<FloatKind::F32>, nullptr},
-      {GgmlType::F16, GgmlType::F32, Isa::Avx2, kMW, kMX, nullptr, dot_float<FloatKind::F16>, nullptr},
-      {GgmlType::BF16, GgmlType::F32, Isa::Avx2, kMW, kMX, nullptr, dot_float<FloatKind::BF16>, nullptr},
-      {GgmlType::Q8_0, GgmlType::Q8_0, Isa::Avx2, kMW, kMX, nullptr, dot_q8act<PolicyQ8_0>, nullptr},
-      {GgmlType::Q4_0, GgmlType::Q8_0, Isa::Avx2, kMW, kMX, nullptr, dot_q8act<PolicyQ4_0>, nullptr},
-      {GgmlType::Q5_0, GgmlType::Q8_0, Isa::Avx2, kMW, kMX, nullptr, dot_q8act<PolicyQ5_0>, nullptr},
-      {GgmlType::Q4_1, GgmlType::Q8_1, Isa::Avx2, kMW, kMX, nullptr, dot_q8_1act<BlockQ4_1, false>, nullptr},
-      {GgmlType::Q5_1, GgmlType::Q8_1, Isa::Avx2, kMW, kMX, nullptr, dot_q8_1act<BlockQ5_1, true>, nullptr},
-      {GgmlType::Q2_K, GgmlType::Q8_K, Isa::Avx2, kMW, kMX, nullptr, dot_kq<KQ2K>, nullptr},
-      {GgmlType::Q3_K, GgmlType::Q8_K, Isa::Avx2, kMW, kMX, nullptr, dot_kq<KQ3K>, nullptr},
-      {GgmlType::Q4_K, GgmlType::Q8_K, Isa::Avx2, kMW, kMX, nullptr, dot_kq<KQ45<BlockQ4_K, false>>, nullptr},
-      {GgmlType::Q5_K, GgmlType::Q8_K, Isa::Avx2, kMW, kMX, nullptr, dot_kq<KQ45<BlockQ5_K, true>>, nullptr},
-      {GgmlType::Q6_K, GgmlType::Q8_K, Isa::Avx2, kMW, kMX, nullptr, dot_kq<KQ6K>, nullptr},
+      {GgmlType::F32, GgmlType::F32, Isa::Avx2, kFloatMW, kFloatMX, nullptr, dot_float<FloatKind::F32>, nullptr},
+      {GgmlType::F16, GgmlType::F32, Isa::Avx2, kFloatMW, kFloatMX, nullptr, dot_float<FloatKind::F16>, nullptr},
+      {GgmlType::BF16, GgmlType::F32, Isa::Avx2, kFloatMW, kFloatMX, nullptr, dot_float<FloatKind::BF16>, nullptr},
+      {GgmlType::Q8_0, GgmlType::Q8_0, Isa::Avx2, kIntMW, kIntMX, nullptr, dot_q8act<PolicyQ8_0>, nullptr},
+      {GgmlType::Q4_0, GgmlType::Q8_0, Isa::Avx2, kIntMW, kIntMX, nullptr, dot_q8act<PolicyQ4_0>, nullptr},
+      {GgmlType::Q5_0, GgmlType::Q8_0, Isa::Avx2, kIntMW, kIntMX, nullptr, dot_q8act<PolicyQ5_0>, nullptr},
+      {GgmlType::Q4_1, GgmlType::Q8_1, Isa::Avx2, kIntMW, kIntMX, nullptr, dot_q8_1act<BlockQ4_1, false>, nullptr},
+      {GgmlType::Q5_1, GgmlType::Q8_1, Isa::Avx2, kIntMW, kIntMX, nullptr, dot_q8_1act<BlockQ5_1, true>, nullptr},
+      {GgmlType::Q2_K, GgmlType::Q8_K, Isa::Avx2, kIntMW, kIntMX, nullptr, dot_kq<KQ2K>, nullptr},
+      {GgmlType::Q3_K, GgmlType::Q8_K, Isa::Avx2, kIntMW, kIntMX, nullptr, dot_kq<KQ3K>, nullptr},
+      {GgmlType::Q4_K, GgmlType::Q8_K, Isa::Avx2, kIntMW, kIntMX, nullptr, dot_kq<KQ45<BlockQ4_K, false>>, nullptr},
+      {GgmlType::Q5_K, GgmlType::Q8_K, Isa::Avx2, kIntMW, kIntMX, nullptr, dot_kq<KQ45<BlockQ5_K, true>>, nullptr},
+      {GgmlType::Q6_K, GgmlType::Q8_K, Isa::Avx2, kIntMW, kIntMX, nullptr, dot_kq<KQ6K>, nullptr},
   };
   int count = 0;
   for (const auto& k : all)
