@@ -314,13 +314,14 @@ struct Q45KTile {
           unpack_k4_scales(wb->scales, sc, mn);
           int32x4_t acc[CX];
           for (int j = 0; j < CX; ++j) acc[j] = vdupq_n_s32(0);
+          uint8x16_t qh0 = vdupq_n_u8(0), qh1 = vdupq_n_u8(0);  // Q5_K: the fifth bits of elements l, 16 + l
+          if constexpr (kFifthBit) qh0 = vld1q_u8(wb->qh), qh1 = vld1q_u8(wb->qh + 16);
           for (int c = 0; c < 4; ++c) {
             // 32 bytes: low nibbles are sub-block 2c (elements 64c..64c+31), high nibbles 2c+1.
             const uint8x16_t v0 = vld1q_u8(wb->qs + 32 * c), v1 = vld1q_u8(wb->qs + 32 * c + 16);
             const uint8x16_t m4 = vdupq_n_u8(0x0F);
             uint8x16_t u0 = vandq_u8(v0, m4), u1 = vandq_u8(v1, m4), u2 = vshrq_n_u8(v0, 4), u3 = vshrq_n_u8(v1, 4);
             if constexpr (kFifthBit) {
-              const uint8x16_t qh0 = vld1q_u8(wb->qh), qh1 = vld1q_u8(wb->qh + 16);
               const uint8x16_t blo = vdupq_n_u8(uint8_t(1u << (2 * c))), bhi = vdupq_n_u8(uint8_t(2u << (2 * c)));
               const uint8x16_t sixteen = vdupq_n_u8(0x10);
               u0 = vorrq_u8(u0, vandq_u8(vtstq_u8(qh0, blo), sixteen));
@@ -350,7 +351,7 @@ struct Q45KTile {
       for (int i = 0; i < CW; ++i)
         for (int j = 0; j < CX; ++j) a.out[size_t(j) * a.os + size_t(i)] = s[i][j];
     }
-};
+  };
 };
 
 template <int CW, int CX>
@@ -440,18 +441,19 @@ struct Q23KTile {
               }
             }
           const float dw = f16(load<uint16_t>(&wb->d));
+          float dmin = 0.0f;
+          if constexpr (!kQ3) dmin = f16(load<uint16_t>(&wb->dmin));
+          const int16x8_t m0 = vld1q_s16(mn), m1 = vld1q_s16(mn + 8);  // Q2_K's minimums (Q3_K: zeros)
           for (int j = 0; j < CX; ++j) {
             const int sumi = vaddvq_s32(acc[j]);
             if constexpr (kQ3) {
               s[i][j] = fma(load<float>(&xb[j]->d) * dw, float(sumi), s[i][j]);
             } else {
-              const int16x8_t m0 = vld1q_s16(mn), m1 = vld1q_s16(mn + 8);
               const int16x8_t b0 = vld1q_s16(xb[j]->bsums), b1 = vld1q_s16(xb[j]->bsums + 8);
               int32x4_t m = vmull_s16(vget_low_s16(m0), vget_low_s16(b0));
               m = vmlal_high_s16(m, m0, b0);
               m = vmlal_s16(m, vget_low_s16(m1), vget_low_s16(b1));
               m = vmlal_high_s16(m, m1, b1);
-              const float dmin = f16(load<uint16_t>(&wb->dmin));
               s[i][j] = fma(load<float>(&xb[j]->d), fma(dw, float(sumi), -(dmin * float(vaddvq_s32(m)))), s[i][j]);
             }
           }
