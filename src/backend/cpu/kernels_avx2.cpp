@@ -256,10 +256,11 @@ void tile_q8_0(const Args& a) {
 // A 256-element block in 8 chunks of 32 elements, each chunk's levels as unsigned bytes (vpmaddubsw
 // takes them as u8 against the signed x bytes, pair sums within int16 for levels up to 63), the
 // int16 pair sums multiplied by their sub-block's scale and summed into int32 by vpmaddwd. Per kind
-// (a policy: KQ45 for Q4_K / Q5_K, KQ6K, KQ2K, KQ3K): prep() unpacks a block's scales into int16 per chunk (kPer16: two per chunk, one per 16 elements;
-// else one) and the per-bsum vector `extra` — the minimums (kFold false: dmin·Σ mn·bsum is its own
-// term, Q2_K/Q4_K/Q5_K) or -offset·scale (kFold: folded into the integer sum, Q3_K's +4 and Q6_K's
-// +32 on the levels) — and levels(blk, k) gives chunk k's 32 levels.
+// (a policy: KQ45 for Q4_K / Q5_K, KQ6K, KQ2K, KQ3K): prep() unpacks a block's scales into int16
+// (kPer16: two per chunk, one per 16 elements; else one) and the per-bsum vector `extra` — the
+// minimums (kFold false: dmin·Σ mn·bsum is its own term, Q2_K/Q4_K/Q5_K) or -offset·scale (kFold:
+// folded into the integer sum, Q3_K's +4 and Q6_K's +32 on the levels) — and levels(blk, k) gives
+// chunk k's 32 levels.
 template <class B, bool kFifthBit>
 struct KQ45 {
   using Block = B;
