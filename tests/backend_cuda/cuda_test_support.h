@@ -73,16 +73,20 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-// A random weight matrix in `type`, in the GPU layout (cuda::to_device_layout: Q4_0 repacked), rows
-// row_bytes apart (row_bytes may exceed the data: padding filled with junk the kernels must not read
-// as weights), and its reference f32 values from the scalar dequantizer. Row r is N(0, 1) times
+// A random weight matrix in `type`, in the GPU layout (cuda::to_device_layout: Q4_0 and Q4_K
+// repacked), rows row_bytes apart (row_bytes may exceed the data: padding filled with junk the
+// kernels must not read as weights), its rows as GGML stores them (references read those, not the
+// GPU layout) and its reference f32 values from the scalar dequantizer. Row r is N(0, 1) times
 // 2^e, e uniform in [-spread, spread], plus (with offset_rows) half that magnitude on every third
 // row: scales, mins and f16 ranges vary.
 struct RandomWeights {
   int64_t n_rows, k;
   size_t row_bytes;
   std::vector<uint8_t> bytes;
+  std::vector<uint8_t> stored;  // n_rows GGML rows, stored_row_bytes each
+  size_t stored_row_bytes;
   std::vector<float> ref;  // n_rows x k, from dequantize_row_ref
+  const uint8_t* stored_row(int64_t r) const { return stored.data() + size_t(r) * stored_row_bytes; }
 };
 struct WeightStyle {
   int spread;
@@ -91,8 +95,9 @@ struct WeightStyle {
 };
 inline RandomWeights random_weights(GgmlType type, int64_t n_rows, int64_t k, size_t pad, uint32_t seed,
                                     const WeightStyle& style) {
-  RandomWeights w{n_rows, k, cuda::device_row_bytes(type, k) + pad, {}, {}};
+  RandomWeights w{n_rows, k, cuda::device_row_bytes(type, k) + pad, {}, {}, ggml_row_bytes(type, k), {}};
   w.bytes.assign(w.row_bytes * size_t(n_rows), style.junk);
+  w.stored.resize(w.stored_row_bytes * size_t(n_rows));
   w.ref.resize(size_t(n_rows * k));
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -106,11 +111,12 @@ inline RandomWeights random_weights(GgmlType type, int64_t n_rows, int64_t k, si
     quant::dequantize_row_ref(type, stored.data(), w.ref.data() + r * k, k);
     cuda::to_device_layout(type, stored.data(), stored.size(), 1, k, w.bytes.data() + size_t(r) * w.row_bytes,
                            w.row_bytes);
+    std::copy(stored.begin(), stored.end(), w.stored.begin() + std::ptrdiff_t(size_t(r) * w.stored_row_bytes));
   }
   return w;
 }
 
-// Q4_K's 32-element sub-block `is` of the super-block at sb: scale = d·sc and bias = -dmin·m (both
+// Q4_K's 32-element sub-block `is` of the super-block at sb (GGML's layout): scale = d·sc and bias = -dmin·m (both
 // exact in f32: an f16 times a 6-bit integer) and the nibble level of element j.
 struct SubBlockQ4K {
   double scale, bias;

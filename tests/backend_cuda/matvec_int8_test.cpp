@@ -100,7 +100,7 @@ struct RefDot {
   double v, bound;
 };
 
-RefDot ref_dot(GgmlType type, const uint8_t* raw, const float* w, const QuantX& qx, int64_t k) {
+RefDot ref_dot(GgmlType type, const uint8_t* raw /* GGML row */, const float* w, const QuantX& qx, int64_t k) {
   double v = 0, mag = 0, ref_err = 0;
   for (int64_t b = 0; b < k / 32; ++b) {
     SubBlockQ4K sub{};
@@ -216,7 +216,7 @@ int64_t run_case(const Case& c, const Weights& w, const DevBuf& dw, uint32_t see
         if (!is_poison(got)) ++bad, ADD_FAILURE() << describe(c) << ": wrote y padding (" << t << "," << j << ")";
         continue;
       }
-      const RefDot a = normed(ref_dot(c.type, &w.bytes[size_t(j) * w.row_bytes], &w.ref[size_t(j * k)], qx, k));
+      const RefDot a = normed(ref_dot(c.type, w.stored_row(j), &w.ref[size_t(j * k)], qx, k));
       double want = a.v, bound = a.bound;
       if (c.mode == Out::Accumulate) {
         const double y_in = y0[size_t(t * ys + j)];
@@ -224,7 +224,7 @@ int64_t run_case(const Case& c, const Weights& w, const DevBuf& dw, uint32_t see
         bound = std::fabs(double(scale)) * a.bound + std::ldexp(std::fabs(want), -24) * 1.01;
       } else if (c.mode == Out::SwiGLU) {
         const int64_t ju = j + n_out;  // the up row
-        const RefDot u = normed(ref_dot(c.type, &w.bytes[size_t(ju) * w.row_bytes], &w.ref[size_t(ju * k)], qx, k));
+        const RefDot u = normed(ref_dot(c.type, w.stored_row(ju), &w.ref[size_t(ju * k)], qx, k));
         const double sg = a.v / (1.0 + std::exp(-a.v));
         want = sg * u.v;
         bound = 1.1 * a.bound * std::fabs(u.v) + std::fabs(sg) * u.bound + 1.1 * a.bound * u.bound +
@@ -268,7 +268,7 @@ const GgmlType kInt8Types[] = {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, G
 
 // Every type x n_x_rows 1..8 x output mode x norm on/off over shapes with odd row counts (tail row
 // groups), k = 32 (one block), k not a multiple of the 512-element tile (24, 40 and 65 blocks),
-// rows padded (row_bytes > data, even; for Q4_0 and Q6_K a multiple of 8, as their direct loads
+// rows padded (row_bytes > data, even; for Q4_0, Q4_K and Q6_K a multiple of 8, as their direct loads
 // need: a misaligned matrix of theirs decodes to f32, which QuantKernels covers) or not, and x / y row strides
 // larger than the rows. Q4_0's k = 32 and 2080 end in a partial (zero-padded) super-block.
 TEST(MatvecInt8, MatchesReferenceAllModes) {
@@ -282,7 +282,7 @@ TEST(MatvecInt8, MatchesReferenceAllModes) {
   for (GgmlType type : kInt8Types) {
     for (const auto& s : shapes) {
       if (s.k % ggml_traits(type).block_elems != 0) continue;  // Q4_K: 256-element super-blocks
-      const bool direct = type == GgmlType::Q4_0 || type == GgmlType::Q6_K;  // 8-byte aligned rows only
+      const bool direct = type != GgmlType::Q8_0;  // Q4_0, Q4_K, Q6_K: 8-byte aligned rows only
       for (size_t pad : {size_t(0), size_t(direct ? 16 : 10)}) {
         const Weights w = make_weights(type, s.n_rows, s.k, pad, seed++);
         DevBuf dw(w.bytes.size());

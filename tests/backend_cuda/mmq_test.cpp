@@ -136,7 +136,7 @@ void run_case(const Case& c, uint32_t seed) {
       double v = 0, mag = 0, ref_err = 0;
       for (int64_t b = 0; c.type == GgmlType::Q4_K && b < k / 32; ++b) {
         const test::SubBlockQ4K sub =
-            test::q4k_sub_block(&w.bytes[size_t(n) * w.row_bytes + size_t(b / 8) * 144], int(b % 8));
+            test::q4k_sub_block(w.stored_row(n) + size_t(b / 8) * 144, int(b % 8));
         double s1 = 0, s2 = 0;  // Σ level·q, Σ q
         for (int j = 0; j < 32; ++j) s1 += double(sub.level[j]) * qx.q[size_t(32 * b + j)], s2 += qx.q[size_t(32 * b + j)];
         const double dx = qx.d[size_t(b)];

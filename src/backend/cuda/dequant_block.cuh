@@ -50,7 +50,7 @@ __device__ __forceinline__ void bytes_to_q(uint32_t lo, uint32_t hi, float off, 
 // Bits 0..3 of b spread to bit 0 of bytes 0..3 (the shifted copies never overlap, so no carries).
 __device__ __forceinline__ uint32_t spread4(uint32_t b) { return ((b & 0xFu) * 0x00204081u) & 0x01010101u; }
 
-// Q4_K / Q5_K: six-bit scale and min of sub-block `is` (0..7) from the 12 packed bytes.
+// Q5_K (GGML layout): six-bit scale and min of sub-block `is` (0..7) from the 12 packed bytes.
 __device__ __forceinline__ void scale_min_k4(const uint8_t* s, int is, uint32_t& sc, uint32_t& mn) {
   if (is < 4) {
     sc = s[is] & 63u;
@@ -182,24 +182,34 @@ struct Block<GgmlType::Q3_K> {
   }
 };
 
-// Q4_K / Q5_K: element e = 8*part; 64-element group g = e/64 holds sub-blocks 2g (low nibbles of
-// qs[32g..32g+32)) and 2g+1 (high nibbles of the same bytes).
+// Q4_K in its GPU layout (quant_kernels.h): sub-block s's 6-bit scale and minimum from the header's
+// words 1-3 (w1: low scale nibbles, w2: low minimum nibbles, w3: the top bits).
+__device__ __forceinline__ void q4_k_scale_min(uint32_t w1, uint32_t w2, uint32_t w3, int s, uint32_t& sc,
+                                               uint32_t& mn) {
+  sc = ((w1 >> (4 * s)) & 15u) | ((w3 >> (4 * s)) & 3u) << 4;
+  mn = ((w2 >> (4 * s)) & 15u) | ((w3 >> (4 * s + 2)) & 3u) << 4;
+}
+
+// Q4_K in its GPU layout: element e = 8*part of sub-block s = e/32, whose 16 level bytes hold
+// elements l (low nibble) and 16 + l (high) as Q4_0's blocks do.
 template <>
 struct Block<GgmlType::Q4_K> {
   static constexpr int kElems = 256, kBytes = 144;
   static constexpr bool kHasBias = true;
   __device__ static void decode(const uint8_t* b, int part, Chunk8& c) {
-    const int g = part >> 3, upper = (part >> 2) & 1, l = 8 * (part & 3);
-    const uint8_t* qs = b + 16 + 32 * g + l;
-    const int sh = 4 * upper;
+    const int s = part >> 2, p = part & 3;  // chunks 0, 1: low nibbles of bytes 0-15; 2, 3: high
+    const uint8_t* qs = b + 16 + 16 * s + 8 * (p & 1);
+    const int sh = 4 * (p >> 1);
     bytes_to_q((ld32_a2(qs) >> sh) & 0x0F0F0F0Fu, (ld32_a2(qs + 4) >> sh) & 0x0F0F0F0Fu, 0.0f, c.q);
     uint32_t sc, mn;
-    scale_min_k4(b + 4, 2 * g + upper, sc, mn);
+    q4_k_scale_min(ld32_a2(b + 4), ld32_a2(b + 8), ld32_a2(b + 12), s, sc, mn);
     c.scale = __fmul_rn(h2f(ld16(b)), float(sc));
     c.bias = -__fmul_rn(h2f(ld16(b + 2)), float(mn));
   }
 };
 
+// Q5_K: element e = 8*part; 64-element group g = e/64 holds sub-blocks 2g (low nibbles of
+// qs[32g..32g+32)) and 2g+1 (high nibbles of the same bytes).
 template <>
 struct Block<GgmlType::Q5_K> {
   static constexpr int kElems = 256, kBytes = 176;

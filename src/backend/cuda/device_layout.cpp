@@ -1,4 +1,5 @@
-// The GPU layout of weight rows (quant_kernels.h): GGML's, except Q4_0 in super-blocks of 8 blocks
+// The GPU layout of weight rows (quant_kernels.h): GGML's, except Q4_0 in super-blocks of 8 blocks,
+// Q4_K's super-blocks reordered (scales unpacked into nibble planes, levels in Q4_0's block order)
 // and Q6_K's super-blocks padded from 210 to 216 bytes.
 #include <algorithm>
 #include <cstring>
@@ -24,6 +25,48 @@ void repack_q4_0_row(const uint8_t* src, int64_t k, uint8_t* dst) {
   }
 }
 
+constexpr size_t kQ4_KBytes = 144;  // GGML and GPU alike: f16 d, f16 dmin, 12 bytes of scales, 128 of levels
+
+// GGML's 6-bit scale and minimum of sub-block s from the 12 packed bytes q (get_scale_min_k4).
+void q4_k_scale_min(const uint8_t* q, int s, uint32_t& sc, uint32_t& mn) {
+  if (s < 4) {
+    sc = q[s] & 63u;
+    mn = q[s + 4] & 63u;
+  } else {
+    sc = (q[s + 4] & 0x0Fu) | uint32_t(q[s - 4] >> 6) << 4;
+    mn = uint32_t(q[s + 4] >> 4) | uint32_t(q[s] >> 6) << 4;
+  }
+}
+
+void repack_q4_k_row(const uint8_t* src, int64_t k, uint8_t* dst) {
+  for (int64_t b = 0; b < k / 256; ++b) {
+    const uint8_t* in = src + size_t(b) * kQ4_KBytes;
+    uint8_t* out = dst + size_t(b) * kQ4_KBytes;
+    std::memcpy(out, in, 4);  // d, dmin
+    uint32_t sc_lo = 0, mn_lo = 0, hi = 0;
+    for (int s = 0; s < 8; ++s) {
+      uint32_t sc, mn;
+      q4_k_scale_min(in + 4, s, sc, mn);
+      sc_lo |= (sc & 15u) << (4 * s);
+      mn_lo |= (mn & 15u) << (4 * s);
+      hi |= ((sc >> 4) | (mn >> 4) << 2) << (4 * s);
+    }
+    for (int i = 0; i < 4; ++i) {  // little-endian words
+      out[4 + i] = uint8_t(sc_lo >> (8 * i));
+      out[8 + i] = uint8_t(mn_lo >> (8 * i));
+      out[12 + i] = uint8_t(hi >> (8 * i));
+    }
+    // Sub-block s = 2g + u is nibble u of GGML's bytes 32g..32g+31; on the GPU byte j of its 16
+    // holds its element j (low nibble) and element 16 + j (high).
+    for (int s = 0; s < 8; ++s) {
+      const uint8_t* q = in + 16 + 32 * (s / 2);
+      const int sh = 4 * (s % 2);
+      for (int j = 0; j < 16; ++j)
+        out[16 + 16 * s + j] = uint8_t(((q[j] >> sh) & 15) | ((q[16 + j] >> sh) & 15) << 4);
+    }
+  }
+}
+
 constexpr size_t kQ6_KBytes = 210, kQ6_KDeviceBytes = 216;  // GGML's super-block; on the GPU
 
 void pad_q6_k_row(const uint8_t* src, int64_t k, uint8_t* dst) {
@@ -35,11 +78,13 @@ void pad_q6_k_row(const uint8_t* src, int64_t k, uint8_t* dst) {
 
 }  // namespace
 
-bool keeps_stored_layout(GgmlType type) { return type != GgmlType::Q4_0 && type != GgmlType::Q6_K; }
+bool keeps_stored_layout(GgmlType type) {
+  return type != GgmlType::Q4_0 && type != GgmlType::Q4_K && type != GgmlType::Q6_K;
+}
 
 size_t device_row_bytes(GgmlType type, int64_t k) {
   if (type == GgmlType::Q6_K) return size_t(k / 256) * kQ6_KDeviceBytes;  // k is a multiple of 256
-  if (keeps_stored_layout(type)) return ggml_row_bytes(type, k);
+  if (keeps_stored_layout(type) || type == GgmlType::Q4_K) return ggml_row_bytes(type, k);
   return size_t((k + kQ4_0SuperElems - 1) / kQ4_0SuperElems) * kQ4_0SuperBytes;
 }
 
@@ -51,6 +96,7 @@ void to_device_layout(GgmlType type, const uint8_t* src, size_t src_row_bytes, i
     uint8_t* d = dst + size_t(r) * dst_row_bytes;
     if (keeps_stored_layout(type)) std::memcpy(d, s, row);
     else if (type == GgmlType::Q6_K) pad_q6_k_row(s, k, d);
+    else if (type == GgmlType::Q4_K) repack_q4_k_row(s, k, d);
     else repack_q4_0_row(s, k, d);
   }
 }

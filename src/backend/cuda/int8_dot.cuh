@@ -115,36 +115,10 @@ __device__ __forceinline__ int half_dot<GgmlType::Q8_0>(const uint8_t* b, int ha
 // tile (tile: its first byte) times x to acc. Q8_0: one f16 scale per block.
 template <GgmlType T>
 struct HalfBlockI8 {
-  static_assert(T == GgmlType::Q8_0, "Q4_0 and Q6_K take the direct paths; Q4_K has its own");
+  static_assert(T == GgmlType::Q8_0, "Q4_0, Q4_K and Q6_K take the direct paths");
   __device__ static __forceinline__ void add(const uint8_t* tile, int blk, int half, const XHalfI8& x, float& acc) {
     const uint8_t* b = tile + blk * Block<T>::kBytes;
     acc = fmaf(float(half_dot<T>(b, half, x)), __fmul_rn(h2f(ld16(b)), x.d), acc);
-  }
-};
-
-// Q4_K: 32-element sub-block s of a 256-element super-block (144 bytes: f16 d, f16 dmin, 12 bytes
-// of 6-bit scales and minimums, 128 bytes of nibbles). Element j of sub-block s = 2g + u is nibble
-// u of byte 32g + j; its weight is scale·level + bias with scale = d·sc_s, bias = -dmin·m_s
-// (dequant_block.cuh's arithmetic), so the half adds (scale·d_x)·Σ level·q + (bias·d_x)·Σq.
-template <>
-struct HalfBlockI8<GgmlType::Q4_K> {
-  __device__ static __forceinline__ void add(const uint8_t* tile, int blk, int half, const XHalfI8& x, float& acc) {
-    const uint8_t* sb = tile + (blk >> 3) * Block<GgmlType::Q4_K>::kBytes;
-    const int s = blk & 7, g = s >> 1, sh = 4 * (s & 1);
-    uint32_t lo[2], hi[2];  // bytes 32g + 8h.. (elements 8h..8h+7) and 32g + 16 + 8h..
-    load_words_a2(sb + 16 + 32 * g + 8 * half, lo);
-    load_words_a2(sb + 32 + 32 * g + 8 * half, hi);
-    int dot = 0;
-    dot = __dp4a(int((lo[0] >> sh) & 0x0F0F0F0Fu), int(x.q[0]), dot);
-    dot = __dp4a(int((lo[1] >> sh) & 0x0F0F0F0Fu), int(x.q[1]), dot);
-    dot = __dp4a(int((hi[0] >> sh) & 0x0F0F0F0Fu), int(x.q[2]), dot);
-    dot = __dp4a(int((hi[1] >> sh) & 0x0F0F0F0Fu), int(x.q[3]), dot);
-    uint32_t sc, mn;
-    scale_min_k4(sb + 4, s, sc, mn);
-    const float scale = __fmul_rn(h2f(ld16(sb)), float(sc));
-    const float bias = -__fmul_rn(h2f(ld16(sb + 2)), float(mn));
-    acc = fmaf(float(dot), __fmul_rn(scale, x.d), acc);
-    acc = fmaf(float(x.sum), __fmul_rn(bias, x.d), acc);
   }
 };
 
@@ -159,6 +133,36 @@ __device__ __forceinline__ uint2 ld_stream_u2(const uint8_t* p) {  // p 8-byte a
 }
 template <GgmlType T>
 struct DirectHalf;
+
+// Q4_K in its GPU layout (quant_kernels.h): 32-element sub-block s of a 144-byte super-block. A
+// lane's half holds its 8 level bytes 8h..8h+7 (low nibbles: elements 8h+j, high: 16+8h+j, as Q4_0's)
+// and the super-block's 16-byte header (every lane of the super-block loads the same, through L1).
+// Element j's weight is scale·level + bias with scale = d·sc_s, bias = −dmin·m_s (dequant_block.cuh's
+// arithmetic), so the half adds (scale·d_x)·Σ level·q + (bias·d_x)·Σq.
+template <>
+struct DirectHalf<GgmlType::Q4_K> {
+  uint2 q;
+  uint4 head;  // d | dmin << 16, then the scale words (dequant_block.cuh: q4_k_scale_min)
+  __device__ static __forceinline__ DirectHalf load(const uint8_t* sb, int s, int half) {
+    DirectHalf w;
+    w.q = ld_stream_u2(sb + 16 + 16 * s + 8 * half);
+    w.head = __ldg(reinterpret_cast<const uint4*>(sb));
+    return w;
+  }
+  __device__ static __forceinline__ void add(const DirectHalf& w, int s, const XHalfI8& x, float& acc) {
+    int dot = 0;
+    dot = __dp4a(int(w.q.x & 0x0F0F0F0Fu), int(x.q[0]), dot);
+    dot = __dp4a(int(w.q.y & 0x0F0F0F0Fu), int(x.q[1]), dot);
+    dot = __dp4a(int((w.q.x >> 4) & 0x0F0F0F0Fu), int(x.q[2]), dot);
+    dot = __dp4a(int((w.q.y >> 4) & 0x0F0F0F0Fu), int(x.q[3]), dot);
+    uint32_t sc, mn;
+    q4_k_scale_min(w.head.y, w.head.z, w.head.w, s, sc, mn);
+    const float scale = __fmul_rn(h2f(w.head.x & 0xFFFFu), float(sc));
+    const float bias = -__fmul_rn(h2f(w.head.x >> 16), float(mn));
+    acc = fmaf(float(dot), __fmul_rn(scale, x.d), acc);
+    acc = fmaf(float(x.sum), __fmul_rn(bias, x.d), acc);
+  }
+};
 
 // Q6_K: 32-element sub-block s = 4n + qr of a 256-element super-block (GGML's 210 bytes: 128 bytes
 // of low nibbles ql, 64 of high bit pairs qh, 16 int8 scales, f16 d; on the GPU padded to 216,

@@ -16,7 +16,7 @@
 //  * per chunk the lane sums q_j * x_j and applies scale (and bias * Σx) once: 1 FMA per element;
 //    Q4_0 / Q8_0 / Q4_K / Q6_K instead round x to int8 (int8_dot.cuh): a lane pair takes a 32-element
 //    block of the tile, its integer dot products (dp4a) scaled once per half block; the lanes of
-//    Q4_0 and Q6_K load their bytes straight into registers (no stage);
+//    Q4_0, Q4_K and Q6_K load their bytes straight into registers (no stage);
 //  * lanes reduce with shuffles, warps through shared memory, in a fixed order (deterministic).
 // Fusions (MatvecFusion): the norm costs no pass of its own. W·(norm_w ⊙ x / rms(x)) is
 // (W·(norm_w ⊙ x)) / rms(x), so each x slice is multiplied by norm_w as it is loaded, Σx² is summed
@@ -92,14 +92,15 @@ struct Stage {  // geometry of one row's staged tile (quant types)
   static constexpr int kSlot = kVecs * 16;
 };
 
-// Q4_0 and Q6_K with int8 activations read their GPU layouts straight into registers (no stage;
-// rows that are not 8-byte aligned decode to f32 instead). Q4_0 has its own path; Q6_K takes
-// detail::DirectHalf. (Q4_K through DirectHalf, its 144-byte super-blocks being 16-byte aligned as
-// stored, measured slower than staged: H200 LFM2-1.2B Q4_K_M `--parallel 1` 1,365 -> 1,154.)
+// Q4_0, Q4_K and Q6_K with int8 activations read their GPU layouts straight into registers (no
+// stage; rows that are not 8-byte aligned decode to f32 instead). Q4_0 has its own path; Q4_K and
+// Q6_K take detail::DirectHalf. (Q4_K through DirectHalf from GGML's layout, whose packed scales
+// each lane had to load and unpack, measured slower than staged: H200 LFM2-1.2B Q4_K_M
+// `--parallel 1` 1,365 -> 1,154; its GPU layout gives a lane its scales from one header load.)
 template <GgmlType T, bool kI8>
 inline constexpr bool kDirectQ4_0 = kI8 && T == GgmlType::Q4_0;
 template <GgmlType T, bool kI8>
-inline constexpr bool kDirectK = kI8 && T == GgmlType::Q6_K;
+inline constexpr bool kDirectK = kI8 && (T == GgmlType::Q4_K || T == GgmlType::Q6_K);
 
 template <GgmlType T, int kTile, bool kI8>
 constexpr int stage_slot() {  // staged bytes per row; float rows and direct loads are not staged
@@ -252,11 +253,11 @@ __device__ __forceinline__ void float_chunk(const uint4* raw, float w[8]) {
   }
 }
 
-// Q6_K's direct path (int8_dot.cuh, DirectHalf): of tile `tile` of R rows, lane pair blk = lane >> 1
-// loads sub-block blk & 7 of the tile's super-block blk >> 3, each lane one half, into q (nothing
-// past k).
+// The K-quants' direct path (int8_dot.cuh, DirectHalf): of tile `tile` of R rows, lane pair
+// blk = lane >> 1 loads sub-block blk & 7 of the tile's super-block blk >> 3, each lane one half,
+// into q (nothing past k).
 template <GgmlType T, int R, int kTile>
-__device__ __forceinline__ void fetch_q6k_tile(detail::DirectHalf<T> (&q)[R], const uint8_t* const (&rows)[R],
+__device__ __forceinline__ void fetch_direct_tile(detail::DirectHalf<T> (&q)[R], const uint8_t* const (&rows)[R],
                                                int64_t tile, int64_t k, int lane) {
   const int half = lane & 1, blk = lane >> 1;
   const int64_t b = tile * (kTile / 32) + blk;  // the block in the row
@@ -430,17 +431,17 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
                                __fmul_rn(detail::h2f(scale[r]), xq[t].d), acc[r][t]);
       }
     } else if constexpr (kDirectK<T, kI8>) {
-      // Q6_K (216-byte super-blocks on the GPU): lane pair `blk` takes sub-block blk & 7 of
-      // super-block blk >> 3 of the tile (the same sub-block in every tile: a tile is 2
+      // Q4_K and Q6_K (144- and 216-byte super-blocks on the GPU): lane pair `blk` takes sub-block
+      // blk & 7 of super-block blk >> 3 of the tile (the same sub-block in every tile: a tile is 2
       // super-blocks), each lane one half (int8_dot.cuh), its bytes straight into registers. (H200,
-      // the 65,536 × 2048 head through shared memory: 68 µs, 40 % of 4 TB/s, no faster than
+      // the Q6_K 65,536 × 2048 head through shared memory: 68 µs, 40 % of 4 TB/s, no faster than
       // decoding to f32; direct 50 µs.) Not kept: a warp requesting its next tile before computing
       // this one (twice the registers): tg128 LFM2-1.2B Q4_0 2,413 -> 2,341, Llama-3.2-1B Q4_0
       // 2,060 -> 1,954, Q4_K_M 1,396 -> 1,322.
       using D = detail::DirectHalf<T>;
       const int half = lane & 1, blk = lane >> 1, sub = blk & 7;
       D q[R];
-      auto fetch = [&](int64_t tile) { fetch_q6k_tile<T, R, S::kTile>(q, rows, tile, k, lane); };
+      auto fetch = [&](int64_t tile) { fetch_direct_tile<T, R, S::kTile>(q, rows, tile, k, lane); };
       if (!f.early_weights) wait_for_inputs();
       if (warp < n_tiles) fetch(warp);
       wait_for_inputs();
@@ -647,7 +648,7 @@ template <GgmlType T>
 __global__ void __launch_bounds__(kSharedXWarps * 32)
     matvec_shared_x_kernel(const uint8_t* __restrict__ w, int64_t n_rows, int64_t k, size_t row_bytes,
                            const float* __restrict__ x, bool x_vec, float* __restrict__ y, Fusion f) {
-  static_assert(kDirectK<T, true>, "Q6_K's direct path only");
+  static_assert(T == GgmlType::Q6_K, "Q6_K's direct path only");
   using S = MatvecShape<T, 1, true>;
   constexpr int R = S::kRows;
   using Sum = detail::WarpSum<R>;
@@ -672,7 +673,7 @@ __global__ void __launch_bounds__(kSharedXWarps * 32)
   using D = detail::DirectHalf<T>;
   const int half = lane & 1, blk = lane >> 1, sub = blk & 7;
   D q[R];
-  auto fetch = [&](int64_t tile) { fetch_q6k_tile<T, R, S::kTile>(q, rows, tile, k, lane); };
+  auto fetch = [&](int64_t tile) { fetch_direct_tile<T, R, S::kTile>(q, rows, tile, k, lane); };
   const int64_t n_tiles = (k + S::kTile - 1) / S::kTile;
   fetch(0);  // before the wait (pdl.h), always: CERA_CUDA_EARLY_WEIGHTS=0 does not reach this kernel
   pdl_wait();
@@ -933,7 +934,7 @@ bool launch_wide(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, con
 template <GgmlType T>
 bool launch_shared_x(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const float* x, float* y,
                      cudaStream_t stream, const Fusion& f) {
-  if constexpr (!kDirectK<T, true>) {
+  if constexpr (T != GgmlType::Q6_K) {
     return false;
   } else {
     const bool plain_out = f.out == int(MatvecFusion::Out::Store) || f.out == int(MatvecFusion::Out::Accumulate);

@@ -20,9 +20,9 @@
 //       (lane 4g + i: elements 4i..4i+3 and 16+4i.. of rows g and g + 8) is exactly one 32-bit word
 //       of a row's nibbles, low nibbles for elements 4i.., high for 16+4i.. (GGML's nibble order),
 //       centred to level - 8 in int8 with two integer ops.
-//     * Q4_K, per 32-element sub-block: one m16n8k32 MMA of its unsigned nibbles (elements 4i.. and
-//       16+4i.. of a sub-block are two words of its 32 bytes, low nibbles for even sub-blocks,
-//       high for odd), scaled by d · scale, minus dmin · min times the x block's d·Σq.
+//     * Q4_K, per 32-element sub-block: one m16n8k32 MMA of its unsigned nibbles (in its GPU layout a
+//       sub-block's levels are ordered as a Q4_0 block's, so the A fragment is read the same way),
+//       scaled by d · scale, minus dmin · min times the x block's d·Σq.
 //     * Q6_K, whose scales cover 16 elements: one m16n8k16 MMA per 16-element sub-block (lane
 //       4g + i: elements 4i..4i+3), its 6-bit levels assembled from one word of ql and one of qh,
 //       the B fragment the matching half of the x block's (the chunk's first word for elements
@@ -123,7 +123,7 @@ struct MmqWeights<GgmlType::Q4_0> {
 };
 template <>
 struct MmqWeights<GgmlType::Q4_K> {
-  static constexpr int kBytes = 144;  // f16 d, f16 dmin, 12 bytes of 6-bit scales and minimums, 128 of nibbles
+  static constexpr int kBytes = 144;  // GPU layout: 16 bytes of d, dmin, scales and minimums, 128 of levels
   static constexpr int kCopy = 16;
   static constexpr int kStride = 144;
 };
@@ -213,25 +213,23 @@ __device__ __forceinline__ void mmq_block(const uint8_t* st, int s, int groups, 
       }
     }
   } else if constexpr (T == GgmlType::Q4_K) {
-    // Sub-block s: 6-bit scale and minimum as GGML packs them (s < 4: bytes s and s + 4 of the
-    // 12; else the low / high nibble of byte s + 4 and the top bits of bytes s - 4 / s), levels the
-    // low (even s) or high (odd s) nibbles of bytes 32·(s / 2).. of the 128.
+    // Sub-block s (GPU layout, quant_kernels.h): its 6-bit scale and minimum from the header words,
+    // its levels the nibbles of 16 bytes in Q4_0's order, so the A fragment is read as Q4_0's.
     uint32_t a[MF][4];
     float dsc[MF][2], dmn[MF][2];  // d·scale and dmin·minimum of rows g and g + 8 (exact in f32)
-    const int shift = 4 * (s & 1);
 #pragma unroll
     for (int m = 0; m < MF; ++m)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const uint8_t* row = st + (16 * m + g + 8 * r) * kStride;
-        const uint8_t* sm = row + 4;
-        const uint32_t sc = s < 4 ? sm[s] & 63u : (sm[s + 4] & 0x0Fu) | uint32_t(sm[s - 4] >> 6) << 4;
-        const uint32_t mn = s < 4 ? sm[s + 4] & 63u : uint32_t(sm[s + 4] >> 4) | uint32_t(sm[s] >> 6) << 4;
+        const uint32_t* head = reinterpret_cast<const uint32_t*>(row);
+        uint32_t sc, mn;
+        detail::q4_k_scale_min(head[1], head[2], head[3], s, sc, mn);
         dsc[m][r] = __half2float(*reinterpret_cast<const __half*>(row)) * float(sc);
         dmn[m][r] = __half2float(*reinterpret_cast<const __half*>(row + 2)) * float(mn);
-        const uint8_t* qs = row + 16 + 32 * (s >> 1) + 4 * i4;
-        a[m][r] = (*reinterpret_cast<const uint32_t*>(qs) >> shift) & 0x0F0F0F0Fu;
-        a[m][2 + r] = (*reinterpret_cast<const uint32_t*>(qs + 16) >> shift) & 0x0F0F0F0Fu;
+        const uint32_t q = *reinterpret_cast<const uint32_t*>(row + 16 + 16 * s + 4 * i4);
+        a[m][r] = q & 0x0F0F0F0Fu;
+        a[m][2 + r] = (q >> 4) & 0x0F0F0F0Fu;
       }
 #pragma unroll
     for (int j = 0; j < S::kGroups; ++j) {

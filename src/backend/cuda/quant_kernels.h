@@ -23,12 +23,19 @@ bool supports_weight_type(GgmlType type);
 // Weights live on the GPU in their GGML formats except Q4_0, whose rows are repacked into
 // super-blocks of 8 blocks, [8 f16 scales][8 × 16 bytes of nibbles] (the same 144 bytes; a row's last
 // super-block zero-padded), so that a lane loads a block's nibbles with one aligned load
-// (device_layout.cpp; docs/BENCHMARKS.md, "A GPU layout for Q4_0"), and Q6_K, whose 210-byte
-// super-blocks get 6 zero bytes each, so that its lanes load their bytes with 8-byte loads too.
+// (device_layout.cpp; docs/BENCHMARKS.md, "A GPU layout for Q4_0"); Q4_K, whose 144-byte
+// super-blocks keep their size and bytes in another order, so that a lane gets its sub-block's
+// scale and minimum with shifts of one 16-byte header load and its levels as a Q4_0 lane does:
+//   bytes 0-3: f16 d, f16 dmin; then three little-endian words: bits 4s..4s+3 of the first hold
+//   the low 4 bits of sub-block s's 6-bit scale, of the second those of its minimum, and bits
+//   4s..4s+1 / 4s+2..4s+3 of the third their top 2 bits; then at 16 + 16s sub-block s's 32 levels,
+//   byte j holding element j (low nibble) and 16 + j (high) — Q4_0's order within a block;
+// and Q6_K, whose 210-byte super-blocks get 6 zero bytes each, so that its lanes load their bytes
+// with 8-byte loads too.
 // Every kernel here reads that layout; device_row_bytes / to_device_layout make it from GGML rows
 // (the backend's upload, tests).
 size_t device_row_bytes(GgmlType type, int64_t k);
-// Whether `type` keeps its stored GGML layout on the GPU (every type but Q4_0 and Q6_K): its rows
+// Whether `type` keeps its stored GGML layout on the GPU (every type but Q4_0, Q4_K and Q6_K): its rows
 // upload as is.
 bool keeps_stored_layout(GgmlType type);
 // n_rows GGML rows of k elements (src_row_bytes apart) into device-layout rows dst_row_bytes apart
