@@ -1,11 +1,12 @@
 // The GPU layout of weight rows (quant_kernels.h, device_layout.cpp): host code, so these run
 // without a device. Q4_0 block b of a GGML row (f16 scale, 16 nibble bytes) must land in super-block
 // b / 8 with its scale at 2·(b % 8) and its nibbles at 16 + 16·(b % 8), the last super-block
-// zero-padded; a Q4_K super-block keeps its 144 bytes, reordered as quant_kernels.h describes (read
-// back here by that description and checked against the scalar dequantizer of the GGML row); a Q6_K
-// super-block (210 bytes) must land at 216·b with 6 zero bytes after it; other types are copied as
-// stored. The kernels that read the layout are checked
-// against the CPU reference in quant_kernels_test.cpp and matvec_int8_test.cpp.
+// zero-padded (Q8_0 likewise, its 32 level bytes at 16 + 32·(b % 8) of 272); a Q4_K super-block
+// keeps its 144 bytes, reordered as quant_kernels.h describes (read back here by that description
+// and checked against the scalar dequantizer of the GGML row); a Q6_K super-block (210 bytes) must
+// land at 216·b with 6 zero bytes after it; other types are copied as stored. The kernels that read
+// the layout are checked against the CPU reference in quant_kernels_test.cpp and
+// matvec_int8_test.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -57,6 +58,40 @@ TEST(DeviceLayout, Q4_0RowsBecomeSuperBlocks) {
         for (size_t j = 0; j < 16; ++j) {
           EXPECT_EQ(d[sb + 16 + 16 * i + j], s[18 * b + 2 + j]) << "k " << k << " row " << r << " block " << b;
           written[sb + 16 + 16 * i + j] = true;
+        }
+      }
+      for (size_t j = 0; j < dev_row; ++j) {
+        if (written[j]) continue;
+        EXPECT_EQ(d[j], 0) << "k " << k << " row " << r << ": padding byte " << j;
+      }
+      for (size_t j = dev_row; j < dst_row; ++j) EXPECT_EQ(d[j], 0xEE) << "k " << k << ": wrote past the row";
+    }
+  }
+}
+
+TEST(DeviceLayout, Q8_0RowsBecomeSuperBlocks) {
+  for (const int64_t k : {int64_t(32), int64_t(256), int64_t(2080)}) {
+    const int64_t n_rows = 3, blocks = k / 32;
+    const size_t src_row = ggml_row_bytes(GgmlType::Q8_0, k);
+    const size_t dev_row = cuda::device_row_bytes(GgmlType::Q8_0, k);
+    ASSERT_EQ(dev_row, size_t((blocks + 7) / 8) * 272) << "k " << k;
+    const std::vector<uint8_t> src = ggml_rows(GgmlType::Q8_0, n_rows, k, uint32_t(k) + 2);
+    const size_t dst_row = dev_row + 5;  // padding the conversion must leave alone
+    std::vector<uint8_t> dst(dst_row * size_t(n_rows), 0xEE);
+    cuda::to_device_layout(GgmlType::Q8_0, src.data(), src_row, n_rows, k, dst.data(), dst_row);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const uint8_t* s = src.data() + size_t(r) * src_row;
+      const uint8_t* d = dst.data() + size_t(r) * dst_row;
+      std::vector<bool> written(dev_row, false);
+      for (int64_t b = 0; b < blocks; ++b) {
+        const size_t sb = size_t(b / 8) * 272, i = size_t(b % 8);
+        for (size_t j = 0; j < 2; ++j) {
+          EXPECT_EQ(d[sb + 2 * i + j], s[34 * b + j]) << "k " << k << " row " << r << " block " << b << " scale";
+          written[sb + 2 * i + j] = true;
+        }
+        for (size_t j = 0; j < 32; ++j) {
+          EXPECT_EQ(d[sb + 16 + 32 * i + j], s[34 * b + 2 + j]) << "k " << k << " row " << r << " block " << b;
+          written[sb + 16 + 32 * i + j] = true;
         }
       }
       for (size_t j = 0; j < dev_row; ++j) {
@@ -127,7 +162,7 @@ TEST(DeviceLayout, Q6_KSuperBlocksArePaddedTo216Bytes) {
 }
 
 TEST(DeviceLayout, OtherTypesAreCopiedAsStored) {
-  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q5_K, GgmlType::BF16}) {
+  for (GgmlType type : {GgmlType::Q5_K, GgmlType::BF16}) {
     const int64_t n_rows = 2, k = 512;
     const size_t row = ggml_row_bytes(type, k);
     ASSERT_EQ(cuda::device_row_bytes(type, k), row) << ggml_type_name(type);

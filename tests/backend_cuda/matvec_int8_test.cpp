@@ -268,8 +268,8 @@ const GgmlType kInt8Types[] = {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, G
 
 // Every type x n_x_rows 1..8 x output mode x norm on/off over shapes with odd row counts (tail row
 // groups), k = 32 (one block), k not a multiple of the 512-element tile (24, 40 and 65 blocks),
-// rows padded (row_bytes > data, even; for Q4_0, Q4_K and Q6_K a multiple of 8, as their direct loads
-// need: a misaligned matrix of theirs decodes to f32, which QuantKernels covers) or not, and x / y row strides
+// rows padded (row_bytes > data, a multiple of 8, as every int8 type's direct loads need: a
+// misaligned matrix decodes to f32, which QuantKernels covers) or not, and x / y row strides
 // larger than the rows. Q4_0's k = 32 and 2080 end in a partial (zero-padded) super-block.
 TEST(MatvecInt8, MatchesReferenceAllModes) {
   CERA_REQUIRE_CUDA();
@@ -282,8 +282,7 @@ TEST(MatvecInt8, MatchesReferenceAllModes) {
   for (GgmlType type : kInt8Types) {
     for (const auto& s : shapes) {
       if (s.k % ggml_traits(type).block_elems != 0) continue;  // Q4_K: 256-element super-blocks
-      const bool direct = type != GgmlType::Q8_0;  // Q4_0, Q4_K, Q6_K: 8-byte aligned rows only
-      for (size_t pad : {size_t(0), size_t(direct ? 16 : 10)}) {
+      for (size_t pad : {size_t(0), size_t(16)}) {  // direct loads: 8-byte aligned rows only
         const Weights w = make_weights(type, s.n_rows, s.k, pad, seed++);
         DevBuf dw(w.bytes.size());
         ASSERT_TRUE(dw.p);
@@ -312,7 +311,7 @@ TEST(MatvecInt8, LargeMatrices) {
       {GgmlType::Q4_0, 2 * 4099, 2048, 0, 2, Out::SwiGLU, true},
       {GgmlType::Q8_0, 2 * 4099, 2048, 0, 1, Out::SwiGLU, true},
       {GgmlType::Q4_0, 2053, 8192, 0, 2, Out::Accumulate, false},
-      {GgmlType::Q8_0, 2053, 8192, 6, 1, Out::Accumulate, false},
+      {GgmlType::Q8_0, 2053, 8192, 8, 1, Out::Accumulate, false},  // padded rows, still 8-byte aligned
       {GgmlType::Q4_K, 2 * 4099, 2048, 0, 1, Out::SwiGLU, true},
       {GgmlType::Q4_K, 2053, 8192, 0, 2, Out::Accumulate, false},
       {GgmlType::Q6_K, 40001, 2048, 0, 1, Out::Store, false},  // the LM head of the Q4_0 / Q4_K_M mixes

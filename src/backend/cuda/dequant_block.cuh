@@ -135,14 +135,15 @@ struct Block<GgmlType::Q5_1> {
 };
 
 template <>
-struct Block<GgmlType::Q8_0> {
-  static constexpr int kElems = 32, kBytes = 34;
+struct Block<GgmlType::Q8_0> {  // GPU layout (quant_kernels.h): a super-block of 8 blocks, scales first
+  static constexpr int kElems = 256, kBytes = 272;
   static constexpr bool kHasBias = false;
   __device__ static void decode(const uint8_t* b, int part, Chunk8& c) {
-    const uint8_t* qs = b + 2 + 8 * part;
+    const int s = part >> 2;  // block s, its chunk part % 4
+    const uint8_t* qs = b + 16 + 32 * s + 8 * (part & 3);
     // int8 -> (byte ^ 0x80) - 128
     bytes_to_q(ld32_a2(qs) ^ 0x80808080u, ld32_a2(qs + 4) ^ 0x80808080u, 128.0f, c.q);
-    c.scale = h2f(ld16(b));
+    c.scale = h2f(ld16(b + 2 * s));
     c.bias = 0.0f;
   }
 };

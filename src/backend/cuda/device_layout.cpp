@@ -1,4 +1,4 @@
-// The GPU layout of weight rows (quant_kernels.h): GGML's, except Q4_0 in super-blocks of 8 blocks,
+// The GPU layout of weight rows (quant_kernels.h): GGML's, except Q4_0 and Q8_0 in super-blocks of 8 blocks,
 // Q4_K's super-blocks reordered (scales unpacked into nibble planes, levels in Q4_0's block order)
 // and Q6_K's super-blocks padded from 210 to 216 bytes.
 #include <algorithm>
@@ -22,6 +22,21 @@ void repack_q4_0_row(const uint8_t* src, int64_t k, uint8_t* dst) {
     const size_t s = size_t(b % 8);
     std::memcpy(sb + 2 * s, blk, 2);
     std::memcpy(sb + 16 + 16 * s, blk + 2, 16);
+  }
+}
+
+constexpr size_t kQ8_0SuperBytes = 272;  // 8 f16 scales, then 8 × 32 int8 levels
+constexpr size_t kQ8_0BlockBytes = 34;   // GGML: f16 scale, 32 int8 levels
+
+// Block b's scale at 272·(b/8) + 2·(b%8), its levels (unchanged) at 272·(b/8) + 16 + 32·(b%8).
+void repack_q8_0_row(const uint8_t* src, int64_t k, uint8_t* dst) {
+  std::memset(dst, 0, device_row_bytes(GgmlType::Q8_0, k));  // a partial last super-block: zero blocks
+  for (int64_t b = 0; b < k / 32; ++b) {
+    const uint8_t* blk = src + size_t(b) * kQ8_0BlockBytes;
+    uint8_t* sb = dst + size_t(b / 8) * kQ8_0SuperBytes;
+    const size_t s = size_t(b % 8);
+    std::memcpy(sb + 2 * s, blk, 2);
+    std::memcpy(sb + 16 + 32 * s, blk + 2, 32);
   }
 }
 
@@ -79,12 +94,13 @@ void pad_q6_k_row(const uint8_t* src, int64_t k, uint8_t* dst) {
 }  // namespace
 
 bool keeps_stored_layout(GgmlType type) {
-  return type != GgmlType::Q4_0 && type != GgmlType::Q4_K && type != GgmlType::Q6_K;
+  return type != GgmlType::Q4_0 && type != GgmlType::Q8_0 && type != GgmlType::Q4_K && type != GgmlType::Q6_K;
 }
 
 size_t device_row_bytes(GgmlType type, int64_t k) {
   if (type == GgmlType::Q6_K) return size_t(k / 256) * kQ6_KDeviceBytes;  // k is a multiple of 256
   if (keeps_stored_layout(type) || type == GgmlType::Q4_K) return ggml_row_bytes(type, k);
+  if (type == GgmlType::Q8_0) return size_t((k + kQ4_0SuperElems - 1) / kQ4_0SuperElems) * kQ8_0SuperBytes;
   return size_t((k + kQ4_0SuperElems - 1) / kQ4_0SuperElems) * kQ4_0SuperBytes;
 }
 
@@ -97,6 +113,7 @@ void to_device_layout(GgmlType type, const uint8_t* src, size_t src_row_bytes, i
     if (keeps_stored_layout(type)) std::memcpy(d, s, row);
     else if (type == GgmlType::Q6_K) pad_q6_k_row(s, k, d);
     else if (type == GgmlType::Q4_K) repack_q4_k_row(s, k, d);
+    else if (type == GgmlType::Q8_0) repack_q8_0_row(s, k, d);
     else repack_q4_0_row(s, k, d);
   }
 }

@@ -61,20 +61,6 @@ __device__ __forceinline__ void quantize_x16(const float v[16], XHalfI8& out) {
   out.sum = sum;
 }
 
-// The `n` 32-bit words of bytes p[0 .. 4n) (p 2-byte aligned, from shared memory): aligned loads
-// and funnel shifts, since GGML blocks of 18/34 bytes are only 2-byte aligned.
-template <int N>
-__device__ __forceinline__ void load_words_a2(const uint8_t* p, uint32_t (&w)[N]) {
-  const uint32_t* a = reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t(3));
-  const unsigned sh = unsigned(reinterpret_cast<uintptr_t>(p) & 3) * 8;  // 0 or 16
-  uint32_t raw[N + 1];
-#pragma unroll
-  for (int i = 0; i < N; ++i) raw[i] = a[i];
-  raw[N] = sh ? a[N] : 0u;  // past the bytes unless shifted
-#pragma unroll
-  for (int i = 0; i < N; ++i) w[i] = __funnelshift_r(raw[i], raw[i + 1], sh);
-}
-
 // The formats with an int8 path (one list for host and device code).
 __host__ __device__ constexpr bool has_int8_dot(GgmlType t) {
   return t == GgmlType::Q4_0 || t == GgmlType::Q8_0 || t == GgmlType::Q4_K || t == GgmlType::Q6_K;
@@ -84,7 +70,7 @@ inline constexpr bool kHasInt8Dot = has_int8_dot(T);
 
 // Σ (level - 8) · q over this lane's half of a Q4_0 block, from its 8 nibble bytes 8h..8h+7 (low
 // nibbles: elements 8h+j, high: 16+8h+j), exact. Q4_0 lanes load these bytes straight from the
-// super-block layout (matvec.cu), not through HalfBlockI8.
+// super-block layout (matvec.cu's own Q4_0 path).
 __device__ __forceinline__ int q4_0_half_dot(uint2 w, const XHalfI8& x) {
   int s = -8 * x.sum;
   s = __dp4a(int(w.x & 0x0F0F0F0Fu), int(x.q[0]), s);
@@ -94,37 +80,9 @@ __device__ __forceinline__ int q4_0_half_dot(uint2 w, const XHalfI8& x) {
   return s;
 }
 
-// Σ level · q over this lane's half of a Q8_0 block (exact).
-template <GgmlType T>
-__device__ int half_dot(const uint8_t* b, int half, const XHalfI8& x);
-
-template <>
-__device__ __forceinline__ int half_dot<GgmlType::Q8_0>(const uint8_t* b, int half, const XHalfI8& x) {
-  uint32_t lo[2], hi[2];  // int8 elements 8h..8h+7 and 16+8h..16+8h+7
-  load_words_a2(b + 2 + 8 * half, lo);
-  load_words_a2(b + 18 + 8 * half, hi);
-  int s = 0;
-  s = __dp4a(int(lo[0]), int(x.q[0]), s);
-  s = __dp4a(int(lo[1]), int(x.q[1]), s);
-  s = __dp4a(int(hi[0]), int(x.q[2]), s);
-  s = __dp4a(int(hi[1]), int(x.q[3]), s);
-  return s;
-}
-
-// add(tile, blk, half, x, acc): adds this lane's half of 32-element block `blk` of a staged row
-// tile (tile: its first byte) times x to acc. Q8_0: one f16 scale per block.
-template <GgmlType T>
-struct HalfBlockI8 {
-  static_assert(T == GgmlType::Q8_0, "Q4_0, Q4_K and Q6_K take the direct paths");
-  __device__ static __forceinline__ void add(const uint8_t* tile, int blk, int half, const XHalfI8& x, float& acc) {
-    const uint8_t* b = tile + blk * Block<T>::kBytes;
-    acc = fmaf(float(half_dot<T>(b, half, x)), __fmul_rn(h2f(ld16(b)), x.d), acc);
-  }
-};
-
 // Weights read straight into registers (matvec.cu; for rows whose super-blocks are 8-byte
-// aligned on the GPU): DirectHalf<T>::load(sb, s, half) fetches this lane's bytes of sub-block s of
-// the super-block at sb, add(w, s, x, acc) adds its half block times x. Streamed once, so the loads
+// aligned on the GPU; every int8 type but Q4_0, which has its own path): DirectHalf<T>::load(sb, s,
+// half) fetches this lane's bytes of 32-element block s of the super-block at sb, add(w, s, x, acc) adds its half block times x. Streamed once, so the loads
 // skip L1 (x stays there).
 __device__ __forceinline__ uint2 ld_stream_u2(const uint8_t* p) {  // p 8-byte aligned
   uint2 v;
@@ -133,6 +91,30 @@ __device__ __forceinline__ uint2 ld_stream_u2(const uint8_t* p) {  // p 8-byte a
 }
 template <GgmlType T>
 struct DirectHalf;
+
+// Q8_0 in its GPU layout (quant_kernels.h): block s of a 272-byte super-block of 8. A lane's half
+// holds its int8 levels 8h..8h+7 and 16+8h..16+8h+7 and the block's f16 scale; the half adds
+// float(Σ level·q) · (d_w · d_x), the integer sum exact.
+template <>
+struct DirectHalf<GgmlType::Q8_0> {
+  uint2 lo, hi;
+  uint32_t d;  // f16 bits
+  __device__ static __forceinline__ DirectHalf load(const uint8_t* sb, int s, int half) {
+    DirectHalf w;
+    const uint8_t* qs = sb + 16 + 32 * s + 8 * half;
+    w.lo = ld_stream_u2(qs), w.hi = ld_stream_u2(qs + 16);
+    w.d = __ldg(reinterpret_cast<const unsigned short*>(sb) + s);
+    return w;
+  }
+  __device__ static __forceinline__ void add(const DirectHalf& w, int, const XHalfI8& x, float& acc) {
+    int dot = 0;
+    dot = __dp4a(int(w.lo.x), int(x.q[0]), dot);
+    dot = __dp4a(int(w.lo.y), int(x.q[1]), dot);
+    dot = __dp4a(int(w.hi.x), int(x.q[2]), dot);
+    dot = __dp4a(int(w.hi.y), int(x.q[3]), dot);
+    acc = fmaf(float(dot), __fmul_rn(h2f(w.d), x.d), acc);
+  }
+};
 
 // Q4_K in its GPU layout (quant_kernels.h): 32-element sub-block s of a 144-byte super-block. A
 // lane's half holds its 8 level bytes 8h..8h+7 (low nibbles: elements 8h+j, high: 16+8h+j, as Q4_0's)

@@ -16,7 +16,7 @@
 //  * per chunk the lane sums q_j * x_j and applies scale (and bias * Σx) once: 1 FMA per element;
 //    Q4_0 / Q8_0 / Q4_K / Q6_K instead round x to int8 (int8_dot.cuh): a lane pair takes a 32-element
 //    block of the tile, its integer dot products (dp4a) scaled once per half block; the lanes of
-//    Q4_0, Q4_K and Q6_K load their bytes straight into registers (no stage);
+//    int8 lanes load their bytes straight into registers (no stage);
 //  * lanes reduce with shuffles, warps through shared memory, in a fixed order (deterministic).
 // Fusions (MatvecFusion): the norm costs no pass of its own. W·(norm_w ⊙ x / rms(x)) is
 // (W·(norm_w ⊙ x)) / rms(x), so each x slice is multiplied by norm_w as it is loaded, Σx² is summed
@@ -92,15 +92,16 @@ struct Stage {  // geometry of one row's staged tile (quant types)
   static constexpr int kSlot = kVecs * 16;
 };
 
-// Q4_0, Q4_K and Q6_K with int8 activations read their GPU layouts straight into registers (no
-// stage; rows that are not 8-byte aligned decode to f32 instead). Q4_0 has its own path; Q4_K and
-// Q6_K take detail::DirectHalf. (Q4_K through DirectHalf from GGML's layout, whose packed scales
+// Every int8 type (Q4_0, Q8_0, Q4_K, Q6_K) reads its GPU layout straight into registers (no stage;
+// rows that are not 8-byte aligned decode to f32 instead). Q4_0 has its own path; Q8_0, Q4_K and
+// Q6_K take detail::DirectHalf. (Q8_0 staged its 34-byte GGML blocks through shared memory until
+// it got a super-block layout too.) (Q4_K through DirectHalf from GGML's layout, whose packed scales
 // each lane had to load and unpack, measured slower than staged: H200 LFM2-1.2B Q4_K_M
 // `--parallel 1` 1,365 -> 1,154; its GPU layout gives a lane its scales from one header load.)
 template <GgmlType T, bool kI8>
 inline constexpr bool kDirectQ4_0 = kI8 && T == GgmlType::Q4_0;
 template <GgmlType T, bool kI8>
-inline constexpr bool kDirectK = kI8 && (T == GgmlType::Q4_K || T == GgmlType::Q6_K);
+inline constexpr bool kDirectK = kI8 && T != GgmlType::Q4_0;  // kI8: kHasInt8Dot<T>
 
 template <GgmlType T, int kTile, bool kI8>
 constexpr int stage_slot() {  // staged bytes per row; float rows and direct loads are not staged
@@ -458,6 +459,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
             for (int t = 0; t < NX; ++t) D::add(q[r], sub, xq[t], acc[r][t]);
       }
     } else {
+      static_assert(!kI8, "every int8 type takes a direct path");
       using B = Block<T>;
       using G = Stage<T, S::kTile>;
       // The R rows' staged tiles lie back to back in the warp's stage, kVecs 16-byte vectors each.
@@ -467,50 +469,33 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
       // The products of one staged tile into acc.
       auto compute = [&](int64_t tile, const uint8_t* tile_stage) {
         const int64_t e_tile = tile * S::kTile, off = tile * G::kTileBytes;
-        if constexpr (kI8) {
-          // Lane pair = block of the tile (int8_dot.cuh): x rounded to int8 once, for all R rows.
-          const int half = lane & 1, blk = lane >> 1;
-          const int64_t e = e_tile + 32 * blk;
-          const bool valid = e < k;  // k is a multiple of 32: both halves of a block or neither
-          detail::XHalfI8 xq[NX];
-          quantize_x_half<NX, kNorm>(x, x_stride, e, half, valid, x_vec, f.norm_w, ssq, xq);
-          if (valid)
 #pragma unroll
-            for (int r = 0; r < R; ++r) {
-              const int phase = int(reinterpret_cast<uintptr_t>(rows[r] + off) & 15);
+        for (int u = 0; u < S::kChunksPerLane; ++u) {
+          const int c = lane + 32 * u;  // chunk within the tile
+          const int64_t e = e_tile + 8 * c;
+          if (e >= k) continue;
+          float xv[NX][8];
+          load_x8<NX, kNorm>(x, x_stride, e, x_vec, f.norm_w, xv, ssq);
+          float xsum[NX];
+          if constexpr (B::kHasBias) {
 #pragma unroll
-              for (int t = 0; t < NX; ++t)
-                detail::HalfBlockI8<T>::add(tile_stage + r * G::kSlot + phase, blk, half, xq[t], acc[r][t]);
-            }
-        } else {
+            for (int t = 0; t < NX; ++t)
+              xsum[t] = ((xv[t][0] + xv[t][1]) + (xv[t][2] + xv[t][3])) +
+                        ((xv[t][4] + xv[t][5]) + (xv[t][6] + xv[t][7]));
+          }
+          const int blk = (8 * c) / B::kElems, part = ((8 * c) % B::kElems) / 8;
 #pragma unroll
-          for (int u = 0; u < S::kChunksPerLane; ++u) {
-            const int c = lane + 32 * u;  // chunk within the tile
-            const int64_t e = e_tile + 8 * c;
-            if (e >= k) continue;
-            float xv[NX][8];
-            load_x8<NX, kNorm>(x, x_stride, e, x_vec, f.norm_w, xv, ssq);
-            float xsum[NX];
-            if constexpr (B::kHasBias) {
+          for (int r = 0; r < R; ++r) {
+            const int phase = int(reinterpret_cast<uintptr_t>(rows[r] + off) & 15);
+            Chunk8 ch;
+            B::decode(tile_stage + r * G::kSlot + phase + blk * B::kBytes, part, ch);
 #pragma unroll
-              for (int t = 0; t < NX; ++t)
-                xsum[t] = ((xv[t][0] + xv[t][1]) + (xv[t][2] + xv[t][3])) +
-                          ((xv[t][4] + xv[t][5]) + (xv[t][6] + xv[t][7]));
-            }
-            const int blk = (8 * c) / B::kElems, part = ((8 * c) % B::kElems) / 8;
+            for (int t = 0; t < NX; ++t) {
+              float s = 0.0f;
 #pragma unroll
-            for (int r = 0; r < R; ++r) {
-              const int phase = int(reinterpret_cast<uintptr_t>(rows[r] + off) & 15);
-              Chunk8 ch;
-              B::decode(tile_stage + r * G::kSlot + phase + blk * B::kBytes, part, ch);
-#pragma unroll
-              for (int t = 0; t < NX; ++t) {
-                float s = 0.0f;
-#pragma unroll
-                for (int j = 0; j < 8; ++j) s = fmaf(ch.q[j], xv[t][j], s);
-                acc[r][t] = fmaf(ch.scale, s, acc[r][t]);
-                if constexpr (B::kHasBias) acc[r][t] = fmaf(ch.bias, xsum[t], acc[r][t]);
-              }
+              for (int j = 0; j < 8; ++j) s = fmaf(ch.q[j], xv[t][j], s);
+              acc[r][t] = fmaf(ch.scale, s, acc[r][t]);
+              if constexpr (B::kHasBias) acc[r][t] = fmaf(ch.bias, xsum[t], acc[r][t]);
             }
           }
         }
@@ -777,8 +762,11 @@ int sm_count() { return current_device_attribute(cudaDevAttrMultiProcessorCount)
 // shape, warps per SM 12 / 24 / 48 / 96: Q4_0 1,776 / 1,842 / 1,798 / 1,798, Q4_K_M 1,214 /
 // 1,293 / 1,207 / 1,208, Q8_0 (int8, staged 34-byte blocks) 1,275 / 1,193 / 1,061 / 1,057
 // (4 / 6 / 8 / 16: 1,196 / 1,185 / 1,277 / 1,195).
+// With their GPU layouts and direct loads (`CERA_EXP_WARPS_PER_SM` while tried, tg128 / `--parallel
+// 1`): Q8_0 12 → 1,862 / 1,847, 24 → 1,792 / 1,777; Q4_K_M (its Q4_K and Q6_K products) 12 → 1,982 /
+// 1,990, 24 → 1,879 / 1,883. Q4_0 keeps 24.
 template <GgmlType T, bool kI8>
-inline constexpr int64_t kWarpsPerSm = T == GgmlType::Q8_0 && kI8 ? 12 : 24;
+inline constexpr int64_t kWarpsPerSm = kI8 && T != GgmlType::Q4_0 ? 12 : 24;
 
 // A product's launch: `blocks` blocks of `warps` warps, each with `smem` bytes of shared memory.
 struct MatvecLaunch {

@@ -23,7 +23,9 @@ bool supports_weight_type(GgmlType type);
 // Weights live on the GPU in their GGML formats except Q4_0, whose rows are repacked into
 // super-blocks of 8 blocks, [8 f16 scales][8 × 16 bytes of nibbles] (the same 144 bytes; a row's last
 // super-block zero-padded), so that a lane loads a block's nibbles with one aligned load
-// (device_layout.cpp; docs/BENCHMARKS.md, "A GPU layout for Q4_0"); Q4_K, whose 144-byte
+// (device_layout.cpp; docs/BENCHMARKS.md, "A GPU layout for Q4_0"); Q8_0 likewise, [8 f16
+// scales][8 × 32 int8 levels] (272 bytes; 16-byte aligned, where GGML's 34-byte blocks are only
+// 2-byte aligned); Q4_K, whose 144-byte
 // super-blocks keep their size and bytes in another order, so that a lane gets its sub-block's
 // scale and minimum with shifts of one 16-byte header load and its levels as a Q4_0 lane does:
 //   bytes 0-3: f16 d, f16 dmin; then three little-endian words: bits 4s..4s+3 of the first hold
@@ -35,7 +37,7 @@ bool supports_weight_type(GgmlType type);
 // Every kernel here reads that layout; device_row_bytes / to_device_layout make it from GGML rows
 // (the backend's upload, tests).
 size_t device_row_bytes(GgmlType type, int64_t k);
-// Whether `type` keeps its stored GGML layout on the GPU (every type but Q4_0, Q4_K and Q6_K): its rows
+// Whether `type` keeps its stored GGML layout on the GPU (every type but Q4_0, Q8_0, Q4_K and Q6_K): its rows
 // upload as is.
 bool keeps_stored_layout(GgmlType type);
 // n_rows GGML rows of k elements (src_row_bytes apart) into device-layout rows dst_row_bytes apart
