@@ -136,7 +136,7 @@ TEST_P(CudaFused, FusedOpsMatchPlainOps) {
     return std::tuple{q, o, x, read(be, n.x)};
   };
   Net fused_net = make(*gpu), plain_net = make(*gpu);
-  // Q4_0/Q8_0/Q4_K/Q6_K decode products round x' to int8 (quant_kernels.h; tested exactly against its
+  // Q4_0/Q8_0/Q4_K/Q5_K/Q6_K decode products round x' to int8 (quant_kernels.h; tested exactly against its
   // own reference in matvec_int8_test.cpp): first without it, where fused and plain run the same
   // arithmetic, then with it, where the fused and the plain path round different x' (norm_w ⊙ x
   // against the normalized x) to 8 bits (≈ 5e-3 here; a wiring error is ≥ 0.1).

@@ -116,13 +116,14 @@ inline RandomWeights random_weights(GgmlType type, int64_t n_rows, int64_t k, si
   return w;
 }
 
-// Q4_K's 32-element sub-block `is` of the super-block at sb (GGML's layout): scale = d·sc and bias = -dmin·m (both
-// exact in f32: an f16 times a 6-bit integer) and the nibble level of element j.
+// A Q4_K or Q5_K 32-element sub-block `is` of the super-block at sb (GGML's layout): scale = d·sc and
+// bias = -dmin·m (both exact in f32: an f16 times a 6-bit integer) and the level of element j (Q5_K:
+// the nibble plus 16 · its bit `is` of qh[j]).
 struct SubBlockQ4K {
   double scale, bias;
   int level[32];
 };
-inline SubBlockQ4K q4k_sub_block(const uint8_t* sb, int is) {
+inline SubBlockQ4K k_sub_block(GgmlType type, const uint8_t* sb, int is) {
   const uint8_t* s = sb + 4;
   uint32_t sc, mn;
   if (is < 4) {
@@ -134,9 +135,15 @@ inline SubBlockQ4K q4k_sub_block(const uint8_t* sb, int is) {
   SubBlockQ4K r;
   r.scale = double(f16_to_f32(uint16_t(sb[0] | sb[1] << 8))) * sc;
   r.bias = -double(f16_to_f32(uint16_t(sb[2] | sb[3] << 8))) * mn;
-  for (int j = 0; j < 32; ++j) r.level[j] = (sb[16 + 32 * (is >> 1) + j] >> (4 * (is & 1))) & 0x0F;
+  const bool q5 = type == GgmlType::Q5_K;
+  const uint8_t* qs = sb + (q5 ? 48 : 16) + 32 * (is >> 1);
+  for (int j = 0; j < 32; ++j) {
+    r.level[j] = (qs[j] >> (4 * (is & 1))) & 0x0F;
+    if (q5) r.level[j] += 16 * ((sb[16 + j] >> is) & 1);
+  }
   return r;
 }
+inline SubBlockQ4K q4k_sub_block(const uint8_t* sb, int is) { return k_sub_block(GgmlType::Q4_K, sb, is); }
 
 // One sequence of a test step: its tokens, past length and block table.
 struct Seq {

@@ -1,8 +1,8 @@
 // The GPU layout of weight rows (quant_kernels.h, device_layout.cpp): host code, so these run
 // without a device. Q4_0 block b of a GGML row (f16 scale, 16 nibble bytes) must land in super-block
 // b / 8 with its scale at 2·(b % 8) and its nibbles at 16 + 16·(b % 8), the last super-block
-// zero-padded (Q8_0 likewise, its 32 level bytes at 16 + 32·(b % 8) of 272); a Q4_K super-block
-// keeps its 144 bytes, reordered as quant_kernels.h describes (read back here by that description
+// zero-padded (Q8_0 likewise, its 32 level bytes at 16 + 32·(b % 8) of 272); a Q4_K or Q5_K
+// super-block keeps its 144 / 176 bytes, reordered as quant_kernels.h describes (read back here by that description
 // and checked against the scalar dequantizer of the GGML row); a Q6_K super-block (210 bytes) must
 // land at 216·b with 6 zero bytes after it; other types are copied as stored. The kernels that read
 // the layout are checked against the CPU reference in quant_kernels_test.cpp and
@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/quant_kernels.h"
@@ -103,39 +104,43 @@ TEST(DeviceLayout, Q8_0RowsBecomeSuperBlocks) {
   }
 }
 
-// Element e of a Q4_K row in the GPU layout, as quant_kernels.h describes it.
-float q4_k_device_element(const uint8_t* row, int64_t e) {
-  const uint8_t* sb = row + size_t(e / 256) * 144;
+// Element e of a Q4_K or Q5_K row in the GPU layout, as quant_kernels.h describes it.
+float k_device_element(GgmlType type, const uint8_t* row, int64_t e) {
+  const bool q5 = type == GgmlType::Q5_K;
+  const uint8_t* sb = row + size_t(e / 256) * (q5 ? 176 : 144);
   const int s = int(e % 256) / 32, j = int(e % 32);
   auto word = [&](int at) { return uint32_t(sb[at]) | uint32_t(sb[at + 1]) << 8 | uint32_t(sb[at + 2]) << 16 | uint32_t(sb[at + 3]) << 24; };
   const uint32_t sc = ((word(4) >> (4 * s)) & 15u) | ((word(12) >> (4 * s)) & 3u) << 4;
   const uint32_t mn = ((word(8) >> (4 * s)) & 15u) | ((word(12) >> (4 * s + 2)) & 3u) << 4;
-  const int level = (sb[16 + 16 * s + (j & 15)] >> (j < 16 ? 0 : 4)) & 15;
+  int level = (sb[16 + 16 * s + (j & 15)] >> (j < 16 ? 0 : 4)) & 15;
+  if (q5) level += 16 * int((word(144 + 4 * s) >> j) & 1);
   const float d = f16_to_f32(uint16_t(sb[0] | sb[1] << 8)), dmin = f16_to_f32(uint16_t(sb[2] | sb[3] << 8));
   return d * float(sc) * float(level) - dmin * float(mn);  // the reference dequantizer's arithmetic
 }
 
-TEST(DeviceLayout, Q4_KSuperBlocksAreReordered) {
-  for (const int64_t k : {int64_t(256), int64_t(2048)}) {
-    const int64_t n_rows = 4;
-    const size_t row = ggml_row_bytes(GgmlType::Q4_K, k);
-    ASSERT_EQ(cuda::device_row_bytes(GgmlType::Q4_K, k), row) << "k " << k;
-    const std::vector<uint8_t> src = ggml_rows(GgmlType::Q4_K, n_rows, k, uint32_t(k) + 1);
-    const size_t dst_row = row + 8;  // padding the conversion must leave alone
-    std::vector<uint8_t> dst(dst_row * size_t(n_rows), 0xEE);
-    cuda::to_device_layout(GgmlType::Q4_K, src.data(), row, n_rows, k, dst.data(), dst_row);
-    std::vector<float> want(static_cast<size_t>(k));
-    for (int64_t r = 0; r < n_rows; ++r) {
-      quant::dequantize_row_ref(GgmlType::Q4_K, src.data() + size_t(r) * row, want.data(), k);
-      const uint8_t* d = dst.data() + size_t(r) * dst_row;
-      int bad = 0;
-      for (int64_t e = 0; e < k && bad < 5; ++e)
-        if (q4_k_device_element(d, e) != want[size_t(e)])
-          ++bad, ADD_FAILURE() << "k " << k << " row " << r << " element " << e << ": " << q4_k_device_element(d, e)
-                               << " against " << want[size_t(e)];
-      for (size_t j = row; j < dst_row; ++j) EXPECT_EQ(d[j], 0xEE) << "k " << k << ": wrote past the row";
+TEST(DeviceLayout, Q4_KAndQ5_KSuperBlocksAreReordered) {
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K})
+    for (const int64_t k : {int64_t(256), int64_t(2048)}) {
+      SCOPED_TRACE(std::string(ggml_type_name(type)) + " k " + std::to_string(k));
+      const int64_t n_rows = 4;
+      const size_t row = ggml_row_bytes(type, k);
+      ASSERT_EQ(cuda::device_row_bytes(type, k), row);
+      const std::vector<uint8_t> src = ggml_rows(type, n_rows, k, uint32_t(k) + 1);
+      const size_t dst_row = row + 8;  // padding the conversion must leave alone
+      std::vector<uint8_t> dst(dst_row * size_t(n_rows), 0xEE);
+      cuda::to_device_layout(type, src.data(), row, n_rows, k, dst.data(), dst_row);
+      std::vector<float> want(static_cast<size_t>(k));
+      for (int64_t r = 0; r < n_rows; ++r) {
+        quant::dequantize_row_ref(type, src.data() + size_t(r) * row, want.data(), k);
+        const uint8_t* d = dst.data() + size_t(r) * dst_row;
+        int bad = 0;
+        for (int64_t e = 0; e < k && bad < 5; ++e)
+          if (k_device_element(type, d, e) != want[size_t(e)])
+            ++bad, ADD_FAILURE() << "row " << r << " element " << e << ": " << k_device_element(type, d, e)
+                                 << " against " << want[size_t(e)];
+        for (size_t j = row; j < dst_row; ++j) EXPECT_EQ(d[j], 0xEE) << "wrote past the row";
+      }
     }
-  }
 }
 
 TEST(DeviceLayout, Q6_KSuperBlocksArePaddedTo216Bytes) {
@@ -162,7 +167,7 @@ TEST(DeviceLayout, Q6_KSuperBlocksArePaddedTo216Bytes) {
 }
 
 TEST(DeviceLayout, OtherTypesAreCopiedAsStored) {
-  for (GgmlType type : {GgmlType::Q5_K, GgmlType::BF16}) {
+  for (GgmlType type : {GgmlType::Q5_0, GgmlType::Q3_K, GgmlType::BF16}) {
     const int64_t n_rows = 2, k = 512;
     const size_t row = ggml_row_bytes(type, k);
     ASSERT_EQ(cuda::device_row_bytes(type, k), row) << ggml_type_name(type);

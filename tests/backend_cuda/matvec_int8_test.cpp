@@ -1,4 +1,4 @@
-// cuda::matvec with int8 activations (Q4_0 / Q8_0 / Q4_K / Q6_K weights, int8_dot.cuh) against a double-precision
+// cuda::matvec with int8 activations (Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K weights, int8_dot.cuh) against a double-precision
 // host reference built from the scalar dequantizer (format/quant.h) and the activation rounding the
 // kernel specifies (quant_kernels.h, int8_dot.cuh): x' = x (or norm_w ⊙ x, one f32 product, with the
 // norm); per 32 elements d = max|x'|/127 in f32, id = 1/d in f32, q = x'·id rounded once to nearest
@@ -11,7 +11,7 @@
 // accumulator with one fma per half block (≤ n_tiles = ceil(k/512) per lane), sums 32 lanes in a
 // 5-level tree and ≤ 8 warps in a row. That is at most n_tiles + 15 roundings on any path, so
 //   |v_gpu − v| ≤ (n_tiles + 15)·2^-24·Σ_bh |dw_b·dx_b·s_bh|  (+ second order);
-// the tests use (n_tiles + 16)·2^-24·Σ|…|. Q4_K adds two terms per half block (scale and minimum,
+// the tests use (n_tiles + 16)·2^-24·Σ|…|. Q4_K and Q5_K add two terms per half block (scale and minimum,
 // see ref_dot), and its reference weights carry one rounding each. Q6_K adds one term per half
 // block (its two 16-element scales meet in an exact integer sum), and its reference weights
 // d·scale·(level - 32) carry one rounding each. With the norm the sum is multiplied by
@@ -89,11 +89,11 @@ double inv_rms(const float* x, int64_t k, float eps) {
 }
 
 using test::SubBlockQ4K;
-using test::q4k_sub_block;
+using test::k_sub_block;
 
 // v = Σ_b dx_b Σ_j w_j q_j exactly (the products and sums of a half block are exact in double), and
 // the bound on the kernel's rounding error (see the top comment). Q4_0 / Q8_0: w_j = dw·level is
-// exact in f32 and the kernel adds one term per half block. Q4_K: the kernel adds
+// exact in f32 and the kernel adds one term per half block. Q4_K and Q5_K: the kernel adds
 // (scale·dx)·Σ level·q + (bias·dx)·Σq, two terms per half block whose magnitudes bound its
 // roundings, and the reference w_j = f32(scale·level + bias) is itself rounded once (2^-24·|w_j|).
 struct RefDot {
@@ -102,9 +102,10 @@ struct RefDot {
 
 RefDot ref_dot(GgmlType type, const uint8_t* raw /* GGML row */, const float* w, const QuantX& qx, int64_t k) {
   double v = 0, mag = 0, ref_err = 0;
+  const bool k_min = type == GgmlType::Q4_K || type == GgmlType::Q5_K;  // scale and minimum per sub-block
   for (int64_t b = 0; b < k / 32; ++b) {
     SubBlockQ4K sub{};
-    if (type == GgmlType::Q4_K) sub = q4k_sub_block(raw + (b / 8) * 144, int(b % 8));
+    if (k_min) sub = k_sub_block(type, raw + (b / 8) * ggml_traits(type).block_bytes, int(b % 8));
     for (int h = 0; h < 2; ++h) {
       double s = 0, s1 = 0, s2 = 0;
       for (int run = 0; run < 2; ++run)
@@ -113,17 +114,17 @@ RefDot ref_dot(GgmlType type, const uint8_t* raw /* GGML row */, const float* w,
           const double q = qx.q[size_t(e)];
           s += double(w[e]) * q;
           ref_err += std::fabs(double(w[e]) * q) * double(qx.d[size_t(b)]);
-          if (type == GgmlType::Q4_K) s1 += sub.level[16 * run + 8 * h + j] * q, s2 += q;
+          if (k_min) s1 += sub.level[16 * run + 8 * h + j] * q, s2 += q;
         }
       const double dx = qx.d[size_t(b)];
       v += s * dx;
-      mag += type == GgmlType::Q4_K ? (std::fabs(sub.scale * s1) + std::fabs(sub.bias * s2)) * dx : std::fabs(s * dx);
+      mag += k_min ? (std::fabs(sub.scale * s1) + std::fabs(sub.bias * s2)) * dx : std::fabs(s * dx);
     }
   }
   const int64_t n_tiles = (k + 511) / 512;
-  const int per_half = type == GgmlType::Q4_K ? 2 : 1;  // fmas per half block
+  const int per_half = k_min ? 2 : 1;  // fmas per half block
   double bound = double(per_half * n_tiles + 16) * std::ldexp(1.0, -24) * mag;
-  if (type == GgmlType::Q4_K || type == GgmlType::Q6_K) bound += std::ldexp(1.0, -24) * ref_err;
+  if (k_min || type == GgmlType::Q6_K) bound += std::ldexp(1.0, -24) * ref_err;
   return {v, bound};
 }
 
@@ -264,7 +265,7 @@ void check_cases(std::span<const Case> cases, uint32_t seed, const char* env = n
   }
 }
 
-const GgmlType kInt8Types[] = {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K};
+const GgmlType kInt8Types[] = {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
 // Every type x n_x_rows 1..8 x output mode x norm on/off over shapes with odd row counts (tail row
 // groups), k = 32 (one block), k not a multiple of the 512-element tile (24, 40 and 65 blocks),
@@ -314,6 +315,8 @@ TEST(MatvecInt8, LargeMatrices) {
       {GgmlType::Q8_0, 2053, 8192, 8, 1, Out::Accumulate, false},  // padded rows, still 8-byte aligned
       {GgmlType::Q4_K, 2 * 4099, 2048, 0, 1, Out::SwiGLU, true},
       {GgmlType::Q4_K, 2053, 8192, 0, 2, Out::Accumulate, false},
+      {GgmlType::Q5_K, 2 * 4099, 2048, 0, 1, Out::SwiGLU, true},
+      {GgmlType::Q5_K, 2053, 8192, 16, 2, Out::Accumulate, false},
       {GgmlType::Q6_K, 40001, 2048, 0, 1, Out::Store, false},  // the LM head of the Q4_0 / Q4_K_M mixes
       {GgmlType::Q6_K, 2053, 8192, 0, 2, Out::Accumulate, true},
   };
@@ -375,7 +378,7 @@ TEST(MatvecInt8, Deterministic) {
 
 // The switch picks the path: off, Q4_0 is decoded to f32 and matches the exact weights' product to
 // f32 accuracy; on, x's 8-bit rounding shows (relative error ~1e-3, well above the f32 path's
-// ~1e-6). Only Q4_0, Q8_0, Q4_K and Q6_K report int8 activations.
+// ~1e-6). Only Q4_0, Q8_0, Q4_K, Q5_K and Q6_K report int8 activations.
 TEST(MatvecInt8, SwitchSelectsThePath) {
   CERA_REQUIRE_CUDA();
   test::MatvecInt8Scope on(true);  // whatever the environment says
@@ -406,7 +409,7 @@ TEST(MatvecInt8, SwitchSelectsThePath) {
   EXPECT_TRUE(cuda::matvec_int8_activations(GgmlType::Q4_K));
   EXPECT_TRUE(cuda::matvec_int8_activations(GgmlType::Q6_K));
   EXPECT_FALSE(cuda::matvec_int8_activations(GgmlType::Q4_1));
-  EXPECT_FALSE(cuda::matvec_int8_activations(GgmlType::Q5_K));
+  EXPECT_TRUE(cuda::matvec_int8_activations(GgmlType::Q5_K));
   EXPECT_FALSE(cuda::matvec_int8_activations(GgmlType::BF16));
   const double int8_err = rel_error();
   cuda::matvec_int8_enable(false);

@@ -1,7 +1,7 @@
 // The CUDA weight kernels (backend/cuda/quant_kernels.h) against the scalar reference dequantizer:
 // dequantize_f32 and embed_rows bit-exact, dequantize_f16/bf16 equal to the reference rounded to
 // that type, matvec within a bound of the exact (double) product (with f32 activations: the int8
-// path of Q4_0/Q8_0/Q4_K/Q6_K is off here and has its own test, matvec_int8_test.cpp). Outputs are
+// path of Q4_0/Q8_0/Q4_K/Q5_K/Q6_K is off here and has its own test, matvec_int8_test.cpp). Outputs are
 // poisoned with 0xFF bytes (NaN in f32, f16 and bf16) before each launch, so an element the kernel
 // never wrote fails, and padding between output rows must still hold the poison afterwards.
 #include <gtest/gtest.h>

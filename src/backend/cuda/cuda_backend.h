@@ -18,7 +18,7 @@ struct CudaBackendOptions {
   // kernel of its own. The fold costs the product ~1 µs on float weights but 2-4 µs on quantized
   // ones decoded to f32, whose arithmetic already bounds them; a norm kernel costs ~3 µs. So by
   // default float weights and those with int8 activations (cuda::matvec_int8_activations: Q4_0,
-  // Q4_K, Q6_K, Q8_0), whose products are memory-bound, fold (H200: LFM2-1.2B BF16 tg128 1,114 vs
+  // Q4_K, Q5_K, Q6_K, Q8_0), whose products are memory-bound, fold (H200: LFM2-1.2B BF16 tg128 1,114 vs
   // 1,062-1,092; Q4_0 decoded to f32 1,160-1,191 vs 1,242-1,249 had it folded).
   // CERA_CUDA_FUSE_NORM=0: never, =1: always.
   enum class NormFold { Never, MemoryBound, Always };  // MemoryBound: float and int8-activation weights

@@ -50,17 +50,6 @@ __device__ __forceinline__ void bytes_to_q(uint32_t lo, uint32_t hi, float off, 
 // Bits 0..3 of b spread to bit 0 of bytes 0..3 (the shifted copies never overlap, so no carries).
 __device__ __forceinline__ uint32_t spread4(uint32_t b) { return ((b & 0xFu) * 0x00204081u) & 0x01010101u; }
 
-// Q5_K (GGML layout): six-bit scale and min of sub-block `is` (0..7) from the 12 packed bytes.
-__device__ __forceinline__ void scale_min_k4(const uint8_t* s, int is, uint32_t& sc, uint32_t& mn) {
-  if (is < 4) {
-    sc = s[is] & 63u;
-    mn = s[is + 4] & 63u;
-  } else {
-    sc = (s[is + 4] & 0x0Fu) | (uint32_t(s[is - 4] >> 6) << 4);
-    mn = (s[is + 4] >> 4) | (uint32_t(s[is] >> 6) << 4);
-  }
-}
-
 // Q3_K: signed six-bit scale `s` (0..15) from the 12 packed bytes.
 __device__ __forceinline__ int scale_q3k(const uint8_t* b, int s) {
   const int low4 = s < 8 ? (b[s] & 0xF) : (b[s - 8] >> 4);
@@ -183,7 +172,7 @@ struct Block<GgmlType::Q3_K> {
   }
 };
 
-// Q4_K in its GPU layout (quant_kernels.h): sub-block s's 6-bit scale and minimum from the header's
+// Q4_K and Q5_K in their GPU layouts (quant_kernels.h): sub-block s's 6-bit scale and minimum from the header's
 // words 1-3 (w1: low scale nibbles, w2: low minimum nibbles, w3: the top bits).
 __device__ __forceinline__ void q4_k_scale_min(uint32_t w1, uint32_t w2, uint32_t w3, int s, uint32_t& sc,
                                                uint32_t& mn) {
@@ -209,22 +198,22 @@ struct Block<GgmlType::Q4_K> {
   }
 };
 
-// Q5_K: element e = 8*part; 64-element group g = e/64 holds sub-blocks 2g (low nibbles of
-// qs[32g..32g+32)) and 2g+1 (high nibbles of the same bytes).
+// Q5_K in its GPU layout: as Q4_K's for the low 4 bits of each level; bit j of the word at 144 + 4s is
+// element j of sub-block s's fifth bit.
 template <>
 struct Block<GgmlType::Q5_K> {
   static constexpr int kElems = 256, kBytes = 176;
   static constexpr bool kHasBias = true;
   __device__ static void decode(const uint8_t* b, int part, Chunk8& c) {
-    const int g = part >> 3, upper = (part >> 2) & 1, l = 8 * (part & 3);
-    const uint8_t* qs = b + 48 + 32 * g + l;
-    const uint8_t* qh = b + 16 + l;
-    const int sh = 4 * upper, hsh = 2 * g + upper;
-    const uint32_t lo = ((ld32_a2(qs) >> sh) & 0x0F0F0F0Fu) | ((ld32_a2(qh) >> hsh) & 0x01010101u) << 4;
-    const uint32_t hi = ((ld32_a2(qs + 4) >> sh) & 0x0F0F0F0Fu) | ((ld32_a2(qh + 4) >> hsh) & 0x01010101u) << 4;
+    const int s = part >> 2, p = part & 3;  // chunks 0, 1: low nibbles of bytes 0-15; 2, 3: high
+    const uint8_t* qs = b + 16 + 16 * s + 8 * (p & 1);
+    const int sh = 4 * (p >> 1);
+    const uint32_t high = ld32_a2(b + 144 + 4 * s) >> (8 * p);  // bits of elements 8p..8p+7
+    const uint32_t lo = ((ld32_a2(qs) >> sh) & 0x0F0F0F0Fu) | spread4(high) << 4;
+    const uint32_t hi = ((ld32_a2(qs + 4) >> sh) & 0x0F0F0F0Fu) | spread4(high >> 4) << 4;
     bytes_to_q(lo, hi, 0.0f, c.q);
     uint32_t sc, mn;
-    scale_min_k4(b + 4, 2 * g + upper, sc, mn);
+    q4_k_scale_min(ld32_a2(b + 4), ld32_a2(b + 8), ld32_a2(b + 12), s, sc, mn);
     c.scale = __fmul_rn(h2f(ld16(b)), float(sc));
     c.bias = -__fmul_rn(h2f(ld16(b + 2)), float(mn));
   }

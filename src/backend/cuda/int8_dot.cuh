@@ -1,4 +1,4 @@
-// Int8-activation dot products for the decode matvec of Q4_0 / Q8_0 / Q4_K / Q6_K weights (matvec.cu).
+// Int8-activation dot products for the decode matvec of Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K weights (matvec.cu).
 //
 // Why: decoded to f32, a 4-bit weight costs ~4.5 instructions, and those products ran at ~30 % of
 // HBM bandwidth on the H200. With x rounded to int8 per 32 elements (as llama.cpp and cera's CPU
@@ -63,7 +63,8 @@ __device__ __forceinline__ void quantize_x16(const float v[16], XHalfI8& out) {
 
 // The formats with an int8 path (one list for host and device code).
 __host__ __device__ constexpr bool has_int8_dot(GgmlType t) {
-  return t == GgmlType::Q4_0 || t == GgmlType::Q8_0 || t == GgmlType::Q4_K || t == GgmlType::Q6_K;
+  return t == GgmlType::Q4_0 || t == GgmlType::Q8_0 || t == GgmlType::Q4_K || t == GgmlType::Q5_K ||
+         t == GgmlType::Q6_K;
 }
 template <GgmlType T>
 inline constexpr bool kHasInt8Dot = has_int8_dot(T);
@@ -137,6 +138,40 @@ struct DirectHalf<GgmlType::Q4_K> {
     dot = __dp4a(int(w.q.y & 0x0F0F0F0Fu), int(x.q[1]), dot);
     dot = __dp4a(int((w.q.x >> 4) & 0x0F0F0F0Fu), int(x.q[2]), dot);
     dot = __dp4a(int((w.q.y >> 4) & 0x0F0F0F0Fu), int(x.q[3]), dot);
+    uint32_t sc, mn;
+    q4_k_scale_min(w.head.y, w.head.z, w.head.w, s, sc, mn);
+    const float scale = __fmul_rn(h2f(w.head.x & 0xFFFFu), float(sc));
+    const float bias = -__fmul_rn(h2f(w.head.x >> 16), float(mn));
+    acc = fmaf(float(dot), __fmul_rn(scale, x.d), acc);
+    acc = fmaf(float(x.sum), __fmul_rn(bias, x.d), acc);
+  }
+};
+
+// Q5_K in its GPU layout (quant_kernels.h): Q4_K's half block plus the fifth bits of its 16
+// elements, bits 8h.. and 16+8h.. of the sub-block's word at 144 + 4s, spread to bit 4 of their
+// bytes: levels 0..31, the same two terms.
+template <>
+struct DirectHalf<GgmlType::Q5_K> {
+  uint2 q;
+  uint4 head;
+  uint32_t high;  // the sub-block's fifth bits, shifted so that this half's are bits 0-7 and 16-23
+  __device__ static __forceinline__ DirectHalf load(const uint8_t* sb, int s, int half) {
+    DirectHalf w;
+    w.q = ld_stream_u2(sb + 16 + 16 * s + 8 * half);
+    w.head = __ldg(reinterpret_cast<const uint4*>(sb));
+    w.high = __ldg(reinterpret_cast<const uint32_t*>(sb + 144) + s) >> (8 * half);
+    return w;
+  }
+  __device__ static __forceinline__ void add(const DirectHalf& w, int s, const XHalfI8& x, float& acc) {
+    const uint32_t l0 = (w.q.x & 0x0F0F0F0Fu) | spread4(w.high) << 4;
+    const uint32_t l1 = (w.q.y & 0x0F0F0F0Fu) | spread4(w.high >> 4) << 4;
+    const uint32_t l2 = ((w.q.x >> 4) & 0x0F0F0F0Fu) | spread4(w.high >> 16) << 4;
+    const uint32_t l3 = ((w.q.y >> 4) & 0x0F0F0F0Fu) | spread4(w.high >> 20) << 4;
+    int dot = 0;
+    dot = __dp4a(int(l0), int(x.q[0]), dot);
+    dot = __dp4a(int(l1), int(x.q[1]), dot);
+    dot = __dp4a(int(l2), int(x.q[2]), dot);
+    dot = __dp4a(int(l3), int(x.q[3]), dot);
     uint32_t sc, mn;
     q4_k_scale_min(w.head.y, w.head.z, w.head.w, s, sc, mn);
     const float scale = __fmul_rn(h2f(w.head.x & 0xFFFFu), float(sc));

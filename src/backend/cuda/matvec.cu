@@ -14,7 +14,7 @@
 //  * x is read through L1 (it is small and every block reads it) and each 8-element slice of x is
 //    reused for all R rows from registers, which keeps L1 traffic below the weight stream's;
 //  * per chunk the lane sums q_j * x_j and applies scale (and bias * Σx) once: 1 FMA per element;
-//    Q4_0 / Q8_0 / Q4_K / Q6_K instead round x to int8 (int8_dot.cuh): a lane pair takes a 32-element
+//    Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K instead round x to int8 (int8_dot.cuh): a lane pair takes a 32-element
 //    block of the tile, its integer dot products (dp4a) scaled once per half block; the lanes of
 //    int8 lanes load their bytes straight into registers (no stage);
 //  * lanes reduce with shuffles, warps through shared memory, in a fixed order (deterministic).
@@ -66,7 +66,7 @@ template <GgmlType T, int NX = 1, bool kI8 = false>
 struct MatvecShape {
   static constexpr bool kFloat = kIsFloat<T>;
   // kI8: int8 activations (int8_dot.cuh), a lane pair takes a 32-element block of each row per tile.
-  static_assert(!kI8 || detail::kHasInt8Dot<T>, "int8 activations exist for Q4_0, Q8_0, Q4_K and Q6_K only");
+  static_assert(!kI8 || detail::kHasInt8Dot<T>, "int8 activations exist for Q4_0, Q8_0, Q4_K, Q5_K and Q6_K only");
   // Weight rows per block: each x slice a lane loads is reused for all of them, and a block keeps
   // R rows' loads in flight per warp. x (f32, read by every block) costs L1 bandwidth per weight
   // byte in inverse proportion. Float rows on the H200: 8 instead of 4 took the LFM2-1.2B BF16 decode

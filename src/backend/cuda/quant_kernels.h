@@ -31,13 +31,16 @@ bool supports_weight_type(GgmlType type);
 //   bytes 0-3: f16 d, f16 dmin; then three little-endian words: bits 4s..4s+3 of the first hold
 //   the low 4 bits of sub-block s's 6-bit scale, of the second those of its minimum, and bits
 //   4s..4s+1 / 4s+2..4s+3 of the third their top 2 bits; then at 16 + 16s sub-block s's 32 levels,
-//   byte j holding element j (low nibble) and 16 + j (high) — Q4_0's order within a block;
+//   byte j holding element j (low nibble) and 16 + j (high) — Q4_0's order within a block; Q5_K
+//   the same in its first 144 bytes (the low 4 bits of each level) and then, at 144 + 4s, one
+//   little-endian word per sub-block whose bit j is its element j's fifth bit (176 bytes, as GGML's);
 // and Q6_K, whose 210-byte super-blocks get 6 zero bytes each, so that its lanes load their bytes
 // with 8-byte loads too.
 // Every kernel here reads that layout; device_row_bytes / to_device_layout make it from GGML rows
 // (the backend's upload, tests).
 size_t device_row_bytes(GgmlType type, int64_t k);
-// Whether `type` keeps its stored GGML layout on the GPU (every type but Q4_0, Q8_0, Q4_K and Q6_K): its rows
+// Whether `type` keeps its stored GGML layout on the GPU (every type but Q4_0, Q8_0, Q4_K, Q5_K and
+// Q6_K): its rows
 // upload as is.
 bool keeps_stored_layout(GgmlType type);
 // n_rows GGML rows of k elements (src_row_bytes apart) into device-layout rows dst_row_bytes apart
@@ -88,7 +91,7 @@ void matvec(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_
             int64_t x_stride, int32_t n_x_rows, float* y, int64_t y_stride, cudaStream_t stream,
             const MatvecFusion& fusion = {});
 
-// Q4_0 / Q8_0 / Q4_K / Q6_K products round each 32-element block of x' (x, times norm_w with the norm; the
+// Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K products round each 32-element block of x' (x, times norm_w with the norm; the
 // 1/rms(x) factor is applied to the sum) to int8 and take integer dot products (int8_dot.cuh), as
 // llama.cpp and cera's CPU path do with quantized weights: fewer instructions per weight and 8 rows
 // per block, where decoding to f32 is limited to 4 (docs/BENCHMARKS.md has the measurements). On
