@@ -10,7 +10,8 @@
 //     fragments with one conflict-free 8-byte load per lane.
 //  2. mmq_kernel: a block owns 16·MF weight rows and BT rows of x; its 4 warps split the
 //     super-blocks of k (warp w takes w, w + 4, ...), each streaming its weights' super-blocks
-//     (GPU layout: Q4_0 and Q4_K 144 bytes, Q6_K 216) and its x chunks through a private cp.async pipeline
+//     (GPU layout: Q4_0 and Q4_K 144 bytes, Q5_K 176, Q6_K 216, Q8_0 272) and its x chunks through a
+//     private cp.async pipeline
 //     of shared-memory stages, then the warps' sums are added in shared memory in a fixed order
 //     (results do not depend on timing). The MMA's accumulator starts at the bits of 1.5·2^23, so
 //     its int32 result read as a float is 1.5·2^23 + sum exactly (|sum| < 2^22) and one
@@ -19,10 +20,12 @@
 //     * Q4_0, per 32-element block: one m16n8k32 MMA per 16 rows and 8 rows of x. Its A fragment
 //       (lane 4g + i: elements 4i..4i+3 and 16+4i.. of rows g and g + 8) is exactly one 32-bit word
 //       of a row's nibbles, low nibbles for elements 4i.., high for 16+4i.. (GGML's nibble order),
-//       centred to level - 8 in int8 with two integer ops.
+//       centred to level - 8 in int8 with two integer ops. Q8_0 the same, its fragment words the
+//       stored int8 levels 4i.. and 16+4i.. of a block.
 //     * Q4_K, per 32-element sub-block: one m16n8k32 MMA of its unsigned nibbles (in its GPU layout a
 //       sub-block's levels are ordered as a Q4_0 block's, so the A fragment is read the same way),
-//       scaled by d · scale, minus dmin · min times the x block's d·Σq.
+//       scaled by d · scale, minus dmin · min times the x block's d·Σq. Q5_K the same with each
+//       level's fifth bit (from its sub-block's word of them) moved to bit 4 of its byte.
 //     * Q6_K, whose scales cover 16 elements: one m16n8k16 MMA per 16-element sub-block (lane
 //       4g + i: elements 4i..4i+3), its 6-bit levels assembled from one word of ql and one of qh,
 //       the B fragment the matching half of the x block's (the chunk's first word for elements
@@ -122,6 +125,18 @@ struct MmqWeights<GgmlType::Q4_0> {
   static constexpr int kStride = 144;  // 36 words
 };
 template <>
+struct MmqWeights<GgmlType::Q8_0> {
+  static constexpr int kBytes = 272;  // 8 f16 scales, then 8 × 32 int8 levels
+  static constexpr int kCopy = 16;
+  static constexpr int kStride = 272;  // 68 words
+};
+template <>
+struct MmqWeights<GgmlType::Q5_K> {
+  static constexpr int kBytes = 176;  // Q4_K's 144 (GPU layout), then 8 words of fifth bits
+  static constexpr int kCopy = 16;
+  static constexpr int kStride = 176;  // 44 words: rows 12 words apart mod 32, still 8 bank groups
+};
+template <>
 struct MmqWeights<GgmlType::Q4_K> {
   static constexpr int kBytes = 144;  // GPU layout: 16 bytes of d, dmin, scales and minimums, 128 of levels
   static constexpr int kCopy = 16;
@@ -140,7 +155,8 @@ struct MmqTile {
   static constexpr int kRows = 16 * MF;  // weight rows per block
   static constexpr int kGroups = BT / 8;  // token groups per block (one MMA n-fragment each)
   static constexpr int kWBytes = kRows * Wt::kStride;
-  static constexpr int kXBytes = T == GgmlType::Q4_K ? kChunkBytes : kChunkSumsAt;  // of a chunk, what T reads
+  // Of a chunk, what T reads (the d·Σq only the K-quants' minimums need).
+  static constexpr int kXBytes = T == GgmlType::Q4_K || T == GgmlType::Q5_K ? kChunkBytes : kChunkSumsAt;
   static constexpr int kStageBytes = kWBytes + kGroups * kXBytes;
   // Super-blocks in flight per warp: enough to cover load latency, few enough for 2-4 blocks an SM.
   static constexpr int kStages = BT <= 16 ? 3 : 2;
@@ -183,19 +199,28 @@ __device__ __forceinline__ void mmq_block(const uint8_t* st, int s, int groups, 
                                           float (&acc)[MF][BT / 8][4]) {
   using S = MmqTile<T, BT, MF>;
   constexpr int kStride = S::Wt::kStride;
-  if constexpr (T == GgmlType::Q4_0) {
+  if constexpr (T == GgmlType::Q4_0 || T == GgmlType::Q8_0) {
     uint32_t a[MF][4];
     float dw[MF][2];
 #pragma unroll
     for (int m = 0; m < MF; ++m) {
       const uint8_t* r0 = st + (16 * m + g) * kStride;
       const uint8_t* r1 = r0 + 8 * kStride;
-      const uint32_t w0 = *reinterpret_cast<const uint32_t*>(r0 + 16 + 16 * s + 4 * i4);
-      const uint32_t w1 = *reinterpret_cast<const uint32_t*>(r1 + 16 + 16 * s + 4 * i4);
-      a[m][0] = centre_nibbles(w0 & 0x0F0F0F0Fu);
-      a[m][1] = centre_nibbles(w1 & 0x0F0F0F0Fu);
-      a[m][2] = centre_nibbles((w0 >> 4) & 0x0F0F0F0Fu);
-      a[m][3] = centre_nibbles((w1 >> 4) & 0x0F0F0F0Fu);
+      if constexpr (T == GgmlType::Q4_0) {
+        const uint32_t w0 = *reinterpret_cast<const uint32_t*>(r0 + 16 + 16 * s + 4 * i4);
+        const uint32_t w1 = *reinterpret_cast<const uint32_t*>(r1 + 16 + 16 * s + 4 * i4);
+        a[m][0] = centre_nibbles(w0 & 0x0F0F0F0Fu);
+        a[m][1] = centre_nibbles(w1 & 0x0F0F0F0Fu);
+        a[m][2] = centre_nibbles((w0 >> 4) & 0x0F0F0F0Fu);
+        a[m][3] = centre_nibbles((w1 >> 4) & 0x0F0F0F0Fu);
+      } else {  // Q8_0: the fragment's words are the levels as stored
+        const uint8_t* q0 = r0 + 16 + 32 * s + 4 * i4;
+        const uint8_t* q1 = r1 + 16 + 32 * s + 4 * i4;
+        a[m][0] = *reinterpret_cast<const uint32_t*>(q0);
+        a[m][1] = *reinterpret_cast<const uint32_t*>(q1);
+        a[m][2] = *reinterpret_cast<const uint32_t*>(q0 + 16);
+        a[m][3] = *reinterpret_cast<const uint32_t*>(q1 + 16);
+      }
       dw[m][0] = __half2float(*reinterpret_cast<const __half*>(r0 + 2 * s));
       dw[m][1] = __half2float(*reinterpret_cast<const __half*>(r1 + 2 * s));
     }
@@ -212,7 +237,7 @@ __device__ __forceinline__ void mmq_block(const uint8_t* st, int s, int groups, 
         add_scaled(acc[m][j], c, dw[m][0], dw[m][1], dx);
       }
     }
-  } else if constexpr (T == GgmlType::Q4_K) {
+  } else if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K) {
     // Sub-block s (GPU layout, quant_kernels.h): its 6-bit scale and minimum from the header words,
     // its levels the nibbles of 16 bytes in Q4_0's order, so the A fragment is read as Q4_0's.
     uint32_t a[MF][4];
@@ -230,6 +255,11 @@ __device__ __forceinline__ void mmq_block(const uint8_t* st, int s, int groups, 
         const uint32_t q = *reinterpret_cast<const uint32_t*>(row + 16 + 16 * s + 4 * i4);
         a[m][r] = q & 0x0F0F0F0Fu;
         a[m][2 + r] = (q >> 4) & 0x0F0F0F0Fu;
+        if constexpr (T == GgmlType::Q5_K) {  // fifth bits of elements 4i.. and 16 + 4i.. to bit 4 of their bytes
+          const uint32_t high = *reinterpret_cast<const uint32_t*>(row + 144 + 4 * s);
+          a[m][r] |= detail::spread4(high >> (4 * i4)) << 4;
+          a[m][2 + r] |= detail::spread4(high >> (16 + 4 * i4)) << 4;
+        }
       }
 #pragma unroll
     for (int j = 0; j < S::kGroups; ++j) {
@@ -424,7 +454,10 @@ void launch_for_rows(const uint8_t* w, int64_t n_rows, int32_t n_sb, size_t row_
 }  // namespace
 
 bool mmq_supported(GgmlType type, const void* w, size_t row_bytes) {
-  const size_t align = type == GgmlType::Q4_0 || type == GgmlType::Q4_K ? 16 : type == GgmlType::Q6_K ? 8 : 0;  // kCopy
+  const size_t align = type == GgmlType::Q4_0 || type == GgmlType::Q8_0 || type == GgmlType::Q4_K ||
+                               type == GgmlType::Q5_K
+                           ? 16
+                           : type == GgmlType::Q6_K ? 8 : 0;  // kCopy
   return align != 0 && reinterpret_cast<uintptr_t>(w) % align == 0 && row_bytes % align == 0;
 }
 
@@ -443,14 +476,17 @@ void mmq(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_byt
          int64_t x_stride, int64_t n_x_rows, float* y, int64_t y_stride, float alpha, float beta, void* scratch,
          cudaStream_t stream) {
   if (!mmq_supported(type, w, row_bytes))
-    throw Error(ErrorCode::Unsupported, "cuda mmq: weights must be Q4_0 or Q4_K (16-byte aligned rows) or Q6_K "
+    throw Error(ErrorCode::Unsupported, "cuda mmq: weights must be Q4_0, Q8_0, Q4_K or Q5_K (16-byte aligned rows) or Q6_K "
                                         "(8-byte aligned rows), not " + std::string(ggml_type_name(type)));
   if (n_x_rows < 1 || n_x_rows > kMmqMaxRows)
     throw Error(ErrorCode::InvalidArgument, "cuda mmq: n_x_rows must be 1.." + std::to_string(kMmqMaxRows));
-  const int64_t k_unit = type == GgmlType::Q4_0 ? 32 : 256;  // K-quant rows are whole super-blocks
+  const int64_t k_unit = type == GgmlType::Q4_0 || type == GgmlType::Q8_0 ? 32 : 256;  // K-quant rows are whole super-blocks
   if (k <= 0 || k % k_unit != 0)
     throw Error(ErrorCode::InvalidArgument, "cuda mmq: k must be a positive multiple of " + std::to_string(k_unit));
-  const size_t super_bytes = type == GgmlType::Q6_K ? MmqWeights<GgmlType::Q6_K>::kBytes : MmqWeights<GgmlType::Q4_0>::kBytes;  // Q4_K: as Q4_0
+  const size_t super_bytes = type == GgmlType::Q6_K   ? MmqWeights<GgmlType::Q6_K>::kBytes
+                            : type == GgmlType::Q8_0 ? MmqWeights<GgmlType::Q8_0>::kBytes
+                            : type == GgmlType::Q5_K ? MmqWeights<GgmlType::Q5_K>::kBytes
+                                                     : MmqWeights<GgmlType::Q4_0>::kBytes;  // Q4_K: as Q4_0
   if (row_bytes < size_t(n_supers(k)) * super_bytes)
     throw Error(ErrorCode::InvalidArgument, "cuda mmq: rows are shorter than their k elements");
   if (n_rows <= 0) return;
@@ -468,8 +504,12 @@ void mmq(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_byt
   const auto* wb = static_cast<const uint8_t*>(w);
   if (type == GgmlType::Q4_0)
     launch_for_rows<GgmlType::Q4_0>(wb, n_rows, n_sb, row_bytes, xq, n_x_rows, y, y_stride, alpha, beta, stream);
+  else if (type == GgmlType::Q8_0)
+    launch_for_rows<GgmlType::Q8_0>(wb, n_rows, n_sb, row_bytes, xq, n_x_rows, y, y_stride, alpha, beta, stream);
   else if (type == GgmlType::Q4_K)
     launch_for_rows<GgmlType::Q4_K>(wb, n_rows, n_sb, row_bytes, xq, n_x_rows, y, y_stride, alpha, beta, stream);
+  else if (type == GgmlType::Q5_K)
+    launch_for_rows<GgmlType::Q5_K>(wb, n_rows, n_sb, row_bytes, xq, n_x_rows, y, y_stride, alpha, beta, stream);
   else
     launch_for_rows<GgmlType::Q6_K>(wb, n_rows, n_sb, row_bytes, xq, n_x_rows, y, y_stride, alpha, beta, stream);
   CERA_CUDA_CHECK_LAUNCH();
