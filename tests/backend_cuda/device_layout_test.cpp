@@ -36,72 +36,43 @@ std::vector<uint8_t> ggml_rows(GgmlType type, int64_t n_rows, int64_t k, uint32_
   return out;
 }
 
-TEST(DeviceLayout, Q4_0RowsBecomeSuperBlocks) {
-  for (const int64_t k : {int64_t(32), int64_t(256), int64_t(2048), int64_t(2080)}) {
-    const int64_t n_rows = 3, blocks = k / 32;
-    const size_t src_row = ggml_row_bytes(GgmlType::Q4_0, k);
-    const size_t dev_row = cuda::device_row_bytes(GgmlType::Q4_0, k);
-    ASSERT_EQ(dev_row, size_t((blocks + 7) / 8) * 144) << "k " << k;
-    const std::vector<uint8_t> src = ggml_rows(GgmlType::Q4_0, n_rows, k, uint32_t(k));
-    const size_t dst_row = dev_row + 5;  // padding the conversion must leave alone
-    std::vector<uint8_t> dst(dst_row * size_t(n_rows), 0xEE);
-    cuda::to_device_layout(GgmlType::Q4_0, src.data(), src_row, n_rows, k, dst.data(), dst_row);
-    for (int64_t r = 0; r < n_rows; ++r) {
-      const uint8_t* s = src.data() + size_t(r) * src_row;
-      const uint8_t* d = dst.data() + size_t(r) * dst_row;
-      std::vector<bool> written(dev_row, false);
-      for (int64_t b = 0; b < blocks; ++b) {
-        const size_t sb = size_t(b / 8) * 144, i = size_t(b % 8);
-        for (size_t j = 0; j < 2; ++j) {
-          EXPECT_EQ(d[sb + 2 * i + j], s[18 * b + j]) << "k " << k << " row " << r << " block " << b << " scale";
-          written[sb + 2 * i + j] = true;
+// Q4_0 and Q8_0: GGML blocks of an f16 scale and L level bytes (16, 32) become super-blocks of
+// S = 16 + 8·L bytes (144, 272).
+TEST(DeviceLayout, Q4_0AndQ8_0RowsBecomeSuperBlocks) {
+  for (const GgmlType type : {GgmlType::Q4_0, GgmlType::Q8_0})
+    for (const int64_t k : {int64_t(32), int64_t(256), int64_t(2048), int64_t(2080)}) {
+      SCOPED_TRACE(std::string(ggml_type_name(type)) + " k " + std::to_string(k));
+      const size_t level = type == GgmlType::Q4_0 ? 16 : 32, block = 2 + level, super = 16 + 8 * level;
+      const int64_t n_rows = 3, blocks = k / 32;
+      const size_t src_row = ggml_row_bytes(type, k);
+      const size_t dev_row = cuda::device_row_bytes(type, k);
+      ASSERT_EQ(dev_row, size_t((blocks + 7) / 8) * super);
+      const std::vector<uint8_t> src = ggml_rows(type, n_rows, k, uint32_t(k));
+      const size_t dst_row = dev_row + 5;  // padding the conversion must leave alone
+      std::vector<uint8_t> dst(dst_row * size_t(n_rows), 0xEE);
+      cuda::to_device_layout(type, src.data(), src_row, n_rows, k, dst.data(), dst_row);
+      for (int64_t r = 0; r < n_rows; ++r) {
+        const uint8_t* s = src.data() + size_t(r) * src_row;
+        const uint8_t* d = dst.data() + size_t(r) * dst_row;
+        std::vector<bool> written(dev_row, false);
+        for (int64_t b = 0; b < blocks; ++b) {
+          const size_t sb = size_t(b / 8) * super, i = size_t(b % 8);
+          for (size_t j = 0; j < 2; ++j) {
+            EXPECT_EQ(d[sb + 2 * i + j], s[block * b + j]) << "row " << r << " block " << b << " scale";
+            written[sb + 2 * i + j] = true;
+          }
+          for (size_t j = 0; j < level; ++j) {
+            EXPECT_EQ(d[sb + 16 + level * i + j], s[block * b + 2 + j]) << "row " << r << " block " << b;
+            written[sb + 16 + level * i + j] = true;
+          }
         }
-        for (size_t j = 0; j < 16; ++j) {
-          EXPECT_EQ(d[sb + 16 + 16 * i + j], s[18 * b + 2 + j]) << "k " << k << " row " << r << " block " << b;
-          written[sb + 16 + 16 * i + j] = true;
+        for (size_t j = 0; j < dev_row; ++j) {
+          if (written[j]) continue;
+          EXPECT_EQ(d[j], 0) << "row " << r << ": padding byte " << j;
         }
+        for (size_t j = dev_row; j < dst_row; ++j) EXPECT_EQ(d[j], 0xEE) << "wrote past the row";
       }
-      for (size_t j = 0; j < dev_row; ++j) {
-        if (written[j]) continue;
-        EXPECT_EQ(d[j], 0) << "k " << k << " row " << r << ": padding byte " << j;
-      }
-      for (size_t j = dev_row; j < dst_row; ++j) EXPECT_EQ(d[j], 0xEE) << "k " << k << ": wrote past the row";
     }
-  }
-}
-
-TEST(DeviceLayout, Q8_0RowsBecomeSuperBlocks) {
-  for (const int64_t k : {int64_t(32), int64_t(256), int64_t(2080)}) {
-    const int64_t n_rows = 3, blocks = k / 32;
-    const size_t src_row = ggml_row_bytes(GgmlType::Q8_0, k);
-    const size_t dev_row = cuda::device_row_bytes(GgmlType::Q8_0, k);
-    ASSERT_EQ(dev_row, size_t((blocks + 7) / 8) * 272) << "k " << k;
-    const std::vector<uint8_t> src = ggml_rows(GgmlType::Q8_0, n_rows, k, uint32_t(k) + 2);
-    const size_t dst_row = dev_row + 5;  // padding the conversion must leave alone
-    std::vector<uint8_t> dst(dst_row * size_t(n_rows), 0xEE);
-    cuda::to_device_layout(GgmlType::Q8_0, src.data(), src_row, n_rows, k, dst.data(), dst_row);
-    for (int64_t r = 0; r < n_rows; ++r) {
-      const uint8_t* s = src.data() + size_t(r) * src_row;
-      const uint8_t* d = dst.data() + size_t(r) * dst_row;
-      std::vector<bool> written(dev_row, false);
-      for (int64_t b = 0; b < blocks; ++b) {
-        const size_t sb = size_t(b / 8) * 272, i = size_t(b % 8);
-        for (size_t j = 0; j < 2; ++j) {
-          EXPECT_EQ(d[sb + 2 * i + j], s[34 * b + j]) << "k " << k << " row " << r << " block " << b << " scale";
-          written[sb + 2 * i + j] = true;
-        }
-        for (size_t j = 0; j < 32; ++j) {
-          EXPECT_EQ(d[sb + 16 + 32 * i + j], s[34 * b + 2 + j]) << "k " << k << " row " << r << " block " << b;
-          written[sb + 16 + 32 * i + j] = true;
-        }
-      }
-      for (size_t j = 0; j < dev_row; ++j) {
-        if (written[j]) continue;
-        EXPECT_EQ(d[j], 0) << "k " << k << " row " << r << ": padding byte " << j;
-      }
-      for (size_t j = dev_row; j < dst_row; ++j) EXPECT_EQ(d[j], 0xEE) << "k " << k << ": wrote past the row";
-    }
-  }
 }
 
 // Element e of a Q4_K or Q5_K row in the GPU layout, as quant_kernels.h describes it.

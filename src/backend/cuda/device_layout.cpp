@@ -9,36 +9,25 @@
 namespace cera::cuda {
 namespace {
 
-constexpr int64_t kQ4_0SuperElems = 256;
-constexpr size_t kQ4_0SuperBytes = 144;  // 8 f16 scales, then 8 × 16 bytes of nibbles
-constexpr size_t kQ4_0BlockBytes = 18;   // GGML: f16 scale, 16 bytes of nibbles
+constexpr int64_t kSuperElems = 256;  // 8 blocks of 32
 
-// Block b's scale at 144·(b/8) + 2·(b%8), its nibbles (unchanged) at 144·(b/8) + 16 + 16·(b%8).
-void repack_q4_0_row(const uint8_t* src, int64_t k, uint8_t* dst) {
-  std::memset(dst, 0, device_row_bytes(GgmlType::Q4_0, k));  // a partial last super-block: zero blocks
+// Q4_0 and Q8_0: GGML blocks of an f16 scale and `level_bytes` of levels (16 nibble bytes, 32 int8)
+// into super-blocks of 8: block b's scale at S·(b/8) + 2·(b%8), its levels (unchanged) at
+// S·(b/8) + 16 + level_bytes·(b%8), S = 16 + 8·level_bytes (144, 272).
+size_t super_block_bytes(size_t level_bytes) { return 16 + 8 * level_bytes; }
+void repack_into_super_blocks(const uint8_t* src, int64_t k, size_t level_bytes, uint8_t* dst) {
+  const size_t super = super_block_bytes(level_bytes);
+  // A partial last super-block: zero blocks.
+  std::memset(dst, 0, size_t((k + kSuperElems - 1) / kSuperElems) * super);
   for (int64_t b = 0; b < k / 32; ++b) {
-    const uint8_t* blk = src + size_t(b) * kQ4_0BlockBytes;
-    uint8_t* sb = dst + size_t(b / 8) * kQ4_0SuperBytes;
+    const uint8_t* blk = src + size_t(b) * (2 + level_bytes);
+    uint8_t* sb = dst + size_t(b / 8) * super;
     const size_t s = size_t(b % 8);
     std::memcpy(sb + 2 * s, blk, 2);
-    std::memcpy(sb + 16 + 16 * s, blk + 2, 16);
+    std::memcpy(sb + 16 + level_bytes * s, blk + 2, level_bytes);
   }
 }
-
-constexpr size_t kQ8_0SuperBytes = 272;  // 8 f16 scales, then 8 × 32 int8 levels
-constexpr size_t kQ8_0BlockBytes = 34;   // GGML: f16 scale, 32 int8 levels
-
-// Block b's scale at 272·(b/8) + 2·(b%8), its levels (unchanged) at 272·(b/8) + 16 + 32·(b%8).
-void repack_q8_0_row(const uint8_t* src, int64_t k, uint8_t* dst) {
-  std::memset(dst, 0, device_row_bytes(GgmlType::Q8_0, k));  // a partial last super-block: zero blocks
-  for (int64_t b = 0; b < k / 32; ++b) {
-    const uint8_t* blk = src + size_t(b) * kQ8_0BlockBytes;
-    uint8_t* sb = dst + size_t(b / 8) * kQ8_0SuperBytes;
-    const size_t s = size_t(b % 8);
-    std::memcpy(sb + 2 * s, blk, 2);
-    std::memcpy(sb + 16 + 32 * s, blk + 2, 32);
-  }
-}
+size_t level_bytes(GgmlType type) { return type == GgmlType::Q4_0 ? 16 : 32; }  // Q4_0 or Q8_0
 
 constexpr size_t kQ4_KBytes = 144;  // GGML and GPU alike: f16 d, f16 dmin, 12 bytes of scales, 128 of levels
 
@@ -113,7 +102,7 @@ void repack_q5_k_row(const uint8_t* src, int64_t k, uint8_t* dst) {
 constexpr size_t kQ6_KBytes = 210, kQ6_KDeviceBytes = 216;  // GGML's super-block; on the GPU
 
 void pad_q6_k_row(const uint8_t* src, int64_t k, uint8_t* dst) {
-  for (int64_t b = 0; b < k / 256; ++b) {
+  for (int64_t b = 0; b < k / kSuperElems; ++b) {
     std::memcpy(dst + size_t(b) * kQ6_KDeviceBytes, src + size_t(b) * kQ6_KBytes, kQ6_KBytes);
     std::memset(dst + size_t(b) * kQ6_KDeviceBytes + kQ6_KBytes, 0, kQ6_KDeviceBytes - kQ6_KBytes);
   }
@@ -129,8 +118,7 @@ bool keeps_stored_layout(GgmlType type) {
 size_t device_row_bytes(GgmlType type, int64_t k) {
   if (type == GgmlType::Q6_K) return size_t(k / 256) * kQ6_KDeviceBytes;  // k is a multiple of 256
   if (keeps_stored_layout(type) || type == GgmlType::Q4_K || type == GgmlType::Q5_K) return ggml_row_bytes(type, k);
-  if (type == GgmlType::Q8_0) return size_t((k + kQ4_0SuperElems - 1) / kQ4_0SuperElems) * kQ8_0SuperBytes;
-  return size_t((k + kQ4_0SuperElems - 1) / kQ4_0SuperElems) * kQ4_0SuperBytes;
+  return size_t((k + kSuperElems - 1) / kSuperElems) * super_block_bytes(level_bytes(type));  // Q4_0, Q8_0
 }
 
 void to_device_layout(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64_t n_rows, int64_t k,
@@ -143,8 +131,7 @@ void to_device_layout(GgmlType type, const uint8_t* src, size_t src_row_bytes, i
     else if (type == GgmlType::Q6_K) pad_q6_k_row(s, k, d);
     else if (type == GgmlType::Q4_K) repack_q4_k_row(s, k, d);
     else if (type == GgmlType::Q5_K) repack_q5_k_row(s, k, d);
-    else if (type == GgmlType::Q8_0) repack_q8_0_row(s, k, d);
-    else repack_q4_0_row(s, k, d);
+    else repack_into_super_blocks(s, k, level_bytes(type), d);  // Q4_0, Q8_0
   }
 }
 

@@ -117,11 +117,21 @@ struct DirectHalf<GgmlType::Q8_0> {
   }
 };
 
+// A Q4_K / Q5_K half block's two terms (scale·d_x)·Σ level·q + (bias·d_x)·Σq, with scale = d·sc_s
+// and bias = −dmin·m_s from the super-block's header (dequant_block.cuh's arithmetic).
+__device__ __forceinline__ void add_k_half(const uint4& head, int s, int dot, const XHalfI8& x, float& acc) {
+  uint32_t sc, mn;
+  q4_k_scale_min(head.y, head.z, head.w, s, sc, mn);
+  const float scale = __fmul_rn(h2f(head.x & 0xFFFFu), float(sc));
+  const float bias = -__fmul_rn(h2f(head.x >> 16), float(mn));
+  acc = fmaf(float(dot), __fmul_rn(scale, x.d), acc);
+  acc = fmaf(float(x.sum), __fmul_rn(bias, x.d), acc);
+}
+
 // Q4_K in its GPU layout (quant_kernels.h): 32-element sub-block s of a 144-byte super-block. A
 // lane's half holds its 8 level bytes 8h..8h+7 (low nibbles: elements 8h+j, high: 16+8h+j, as Q4_0's)
-// and the super-block's 16-byte header (every lane of the super-block loads the same, through L1).
-// Element j's weight is scale·level + bias with scale = d·sc_s, bias = −dmin·m_s (dequant_block.cuh's
-// arithmetic), so the half adds (scale·d_x)·Σ level·q + (bias·d_x)·Σq.
+// and the super-block's 16-byte header (every lane of the super-block loads the same, through L1),
+// and adds add_k_half's two terms.
 template <>
 struct DirectHalf<GgmlType::Q4_K> {
   uint2 q;
@@ -138,12 +148,7 @@ struct DirectHalf<GgmlType::Q4_K> {
     dot = __dp4a(int(w.q.y & 0x0F0F0F0Fu), int(x.q[1]), dot);
     dot = __dp4a(int((w.q.x >> 4) & 0x0F0F0F0Fu), int(x.q[2]), dot);
     dot = __dp4a(int((w.q.y >> 4) & 0x0F0F0F0Fu), int(x.q[3]), dot);
-    uint32_t sc, mn;
-    q4_k_scale_min(w.head.y, w.head.z, w.head.w, s, sc, mn);
-    const float scale = __fmul_rn(h2f(w.head.x & 0xFFFFu), float(sc));
-    const float bias = -__fmul_rn(h2f(w.head.x >> 16), float(mn));
-    acc = fmaf(float(dot), __fmul_rn(scale, x.d), acc);
-    acc = fmaf(float(x.sum), __fmul_rn(bias, x.d), acc);
+    add_k_half(w.head, s, dot, x, acc);
   }
 };
 
@@ -172,12 +177,7 @@ struct DirectHalf<GgmlType::Q5_K> {
     dot = __dp4a(int(l1), int(x.q[1]), dot);
     dot = __dp4a(int(l2), int(x.q[2]), dot);
     dot = __dp4a(int(l3), int(x.q[3]), dot);
-    uint32_t sc, mn;
-    q4_k_scale_min(w.head.y, w.head.z, w.head.w, s, sc, mn);
-    const float scale = __fmul_rn(h2f(w.head.x & 0xFFFFu), float(sc));
-    const float bias = -__fmul_rn(h2f(w.head.x >> 16), float(mn));
-    acc = fmaf(float(dot), __fmul_rn(scale, x.d), acc);
-    acc = fmaf(float(x.sum), __fmul_rn(bias, x.d), acc);
+    add_k_half(w.head, s, dot, x, acc);
   }
 };
 
