@@ -92,12 +92,12 @@ struct Stage {  // geometry of one row's staged tile (quant types)
   static constexpr int kSlot = kVecs * 16;
 };
 
-// Every int8 type (Q4_0, Q8_0, Q4_K, Q6_K) reads its GPU layout straight into registers (no stage;
-// rows that are not 8-byte aligned decode to f32 instead). Q4_0 has its own path; Q8_0, Q4_K and
-// Q6_K take detail::DirectHalf. (Q8_0 staged its 34-byte GGML blocks through shared memory until
-// it got a super-block layout too.) (Q4_K through DirectHalf from GGML's layout, whose packed scales
-// each lane had to load and unpack, measured slower than staged: H200 LFM2-1.2B Q4_K_M
-// `--parallel 1` 1,365 -> 1,154; its GPU layout gives a lane its scales from one header load.)
+// Every int8 type (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K) reads its GPU layout straight into registers (no
+// stage; rows that are not 8-byte aligned decode to f32 instead). Q4_0 has its own path; the others
+// take detail::DirectHalf. (Q8_0 and Q4_K staged their tiles through shared memory until they got
+// GPU layouts: Q4_K through DirectHalf from GGML's layout, whose packed scales each lane had to load
+// and unpack, measured slower than staged, H200 LFM2-1.2B Q4_K_M `--parallel 1` 1,365 -> 1,154; with
+// its layout a lane shifts its scales out of one header load: 1,410 -> 1,988, docs/BENCHMARKS.md.)
 template <GgmlType T, bool kI8>
 inline constexpr bool kDirectQ4_0 = kI8 && T == GgmlType::Q4_0;
 template <GgmlType T, bool kI8>
@@ -254,7 +254,7 @@ __device__ __forceinline__ void float_chunk(const uint4* raw, float w[8]) {
   }
 }
 
-// The K-quants' direct path (int8_dot.cuh, DirectHalf): of tile `tile` of R rows, lane pair
+// The DirectHalf types' path (int8_dot.cuh): of tile `tile` of R rows, lane pair
 // blk = lane >> 1 loads sub-block blk & 7 of the tile's super-block blk >> 3, each lane one half,
 // into q (nothing past k).
 template <GgmlType T, int R, int kTile>
@@ -432,7 +432,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
                                __fmul_rn(detail::h2f(scale[r]), xq[t].d), acc[r][t]);
       }
     } else if constexpr (kDirectK<T, kI8>) {
-      // Q4_K and Q6_K (144- and 216-byte super-blocks on the GPU): lane pair `blk` takes sub-block
+      // Q8_0, Q4_K, Q5_K and Q6_K (super-blocks of 8 blocks on the GPU): lane pair `blk` takes block
       // blk & 7 of super-block blk >> 3 of the tile (the same sub-block in every tile: a tile is 2
       // super-blocks), each lane one half (int8_dot.cuh), its bytes straight into registers. (H200,
       // the Q6_K 65,536 × 2048 head through shared memory: 68 µs, 40 % of 4 TB/s, no faster than
