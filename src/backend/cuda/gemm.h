@@ -1,7 +1,7 @@
 // The batched path of matmul (prefill, decode steps of more than 2 rows): y[T,N] = x[T,K] · W[N,K]ᵀ on
-// the tensor cores. 16-bit weights go to cuBLAS as stored (x is converted to their type); Q4_0
-// weights with up to mmq_max_rows() rows of x take mmq.h's int8 product, which reads them as
-// stored; other quantized weights (and larger batches) are first dequantized to f16 into a scratch
+// the tensor cores. 16-bit weights go to cuBLAS as stored (x is converted to their type); Q4_0,
+// Q8_0, Q4_K, Q5_K and Q6_K weights with up to mmq_max_rows() rows of x take mmq.h's int8 product,
+// which reads them as stored; other quantized weights (and larger batches) are first dequantized to f16 into a scratch
 // buffer (one weight at a time, so it is as large as the largest weight) for cuBLAS; F32 weights use
 // plain F32 SGEMM (no TF32), for the F32 fixture files' precision.
 #pragma once
