@@ -69,6 +69,22 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// A tile's accumulators: NW weight rows × NX tokens, each a vector whose lanes are summed at the end.
+template <int NW, int NX>
+inline void zero_tile(__m256 (&acc)[NW][NX]) {
+#pragma GCC unroll 8
+  for (int i = 0; i < NW; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NX; ++j) acc[i][j] = _mm256_setzero_ps();
+}
+template <int NW, int NX>
+inline void store_tile(const Args& a, const __m256 (&acc)[NW][NX]) {
+#pragma GCC unroll 8
+  for (int j = 0; j < NX; ++j)
+#pragma GCC unroll 8
+    for (int i = 0; i < NW; ++i) a.out[size_t(j) * a.os + size_t(i)] = hsum(acc[i][j]);
+}
+
 enum class FloatKind { F32, F16, BF16 };
 
 template <FloatKind K>
@@ -100,10 +116,7 @@ inline float load_w1(const uint8_t* row, int64_t k) {
 template <FloatKind K, int NW, int NX>
 void tile_float(const Args& a) {
   __m256 acc[NW][NX];
-#pragma GCC unroll 8
-  for (int i = 0; i < NW; ++i)
-#pragma GCC unroll 8
-    for (int j = 0; j < NX; ++j) acc[i][j] = _mm256_setzero_ps();
+  zero_tile(acc);
   int64_t k = 0;
   for (; k + 8 <= a.n; k += 8) {
     __m256 wv[NW];
@@ -177,10 +190,7 @@ template <class Block, bool kFifthBit, int NW, int NX>
 void tile_q8_1(const Args& a) {
   const int64_t nb = a.n / 32;
   __m256 acc[NW][NX];
-#pragma GCC unroll 8
-  for (int i = 0; i < NW; ++i)
-#pragma GCC unroll 8
-    for (int j = 0; j < NX; ++j) acc[i][j] = _mm256_setzero_ps();
+  zero_tile(acc);
   const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t b = 0; b < nb; ++b) {
     __m256i wq[NW];
@@ -207,20 +217,14 @@ void tile_q8_1(const Args& a) {
       }
     }
   }
-#pragma GCC unroll 8
-  for (int j = 0; j < NX; ++j)
-#pragma GCC unroll 8
-    for (int i = 0; i < NW; ++i) a.out[size_t(j) * a.os + size_t(i)] = hsum(acc[i][j]);
+  store_tile(a, acc);
 }
 
 template <class P, int NW, int NX>
 void tile_q8_0(const Args& a) {
   const int64_t nb = a.n / 32;
   __m256 acc[NW][NX];
-#pragma GCC unroll 8
-  for (int i = 0; i < NW; ++i)
-#pragma GCC unroll 8
-    for (int j = 0; j < NX; ++j) acc[i][j] = _mm256_setzero_ps();
+  zero_tile(acc);
   const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t b = 0; b < nb; ++b) {
     __m256i aw[NW], wq[NW];
@@ -245,10 +249,7 @@ void tile_q8_0(const Args& a) {
       }
     }
   }
-#pragma GCC unroll 8
-  for (int j = 0; j < NX; ++j)
-#pragma GCC unroll 8
-    for (int i = 0; i < NW; ++i) a.out[size_t(j) * a.os + size_t(i)] = hsum(acc[i][j]);
+  store_tile(a, acc);
 }
 
 // ---------------------------------------------------------------------------- K-quants × Q8_K
@@ -370,10 +371,7 @@ void tile_kq(const Args& a) {
   using Block = typename K::Block;
   const int64_t nb = a.n / 256;
   __m256 acc[NW][NX];
-#pragma GCC unroll 8
-  for (int i = 0; i < NW; ++i)
-#pragma GCC unroll 8
-    for (int j = 0; j < NX; ++j) acc[i][j] = _mm256_setzero_ps();
+  zero_tile(acc);
   for (int64_t b = 0; b < nb; ++b) {
     alignas(32) int16_t sc[NW][16];
     __m256i extra[NW];
@@ -425,10 +423,7 @@ void tile_kq(const Args& a) {
       }
     }
   }
-#pragma GCC unroll 8
-  for (int j = 0; j < NX; ++j)
-#pragma GCC unroll 8
-    for (int i = 0; i < NW; ++i) a.out[size_t(j) * a.os + size_t(i)] = hsum(acc[i][j]);
+  store_tile(a, acc);
 }
 
 template <template <int, int> class K>

@@ -41,6 +41,22 @@ struct Args {
   size_t os;
 };
 
+// A tile's accumulators: NW weight rows × NX tokens, each a vector whose lanes are summed at the end.
+template <int NW, int NX>
+inline void zero_tile(__m512 (&acc)[NW][NX]) {
+#pragma GCC unroll 8
+  for (int i = 0; i < NW; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NX; ++j) acc[i][j] = _mm512_setzero_ps();
+}
+template <int NW, int NX>
+inline void store_tile(const Args& a, const __m512 (&acc)[NW][NX]) {
+#pragma GCC unroll 8
+  for (int j = 0; j < NX; ++j)
+#pragma GCC unroll 8
+    for (int i = 0; i < NW; ++i) a.out[size_t(j) * a.os + size_t(i)] = _mm512_reduce_add_ps(acc[i][j]);
+}
+
 using TileFn = void (*)(const Args&);
 
 // Splits an nw × nx request into register tiles of at most MW × MX.
@@ -89,10 +105,7 @@ inline __m512 load_w16_masked(const uint8_t* row, int64_t k, __mmask16 m) {
 template <FloatKind K, int NW, int NX>
 void tile_float(const Args& a) {
   __m512 acc[NW][NX];
-#pragma GCC unroll 8
-  for (int i = 0; i < NW; ++i)
-#pragma GCC unroll 8
-    for (int j = 0; j < NX; ++j) acc[i][j] = _mm512_setzero_ps();
+  zero_tile(acc);
   int64_t k = 0;
   for (; k + 16 <= a.n; k += 16) {
     __m512 wv[NW];
@@ -117,10 +130,7 @@ void tile_float(const Args& a) {
       for (int i = 0; i < NW; ++i) acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);
     }
   }
-#pragma GCC unroll 8
-  for (int j = 0; j < NX; ++j)
-#pragma GCC unroll 8
-    for (int i = 0; i < NW; ++i) a.out[size_t(j) * a.os + size_t(i)] = _mm512_reduce_add_ps(acc[i][j]);
+  store_tile(a, acc);
 }
 
 // ------------------------------------------------------------------ 32-element blocks × Q8_0
@@ -217,17 +227,11 @@ template <class P, int NW, int NX>
 void tile_q8_0(const Args& a) {
   const int64_t nb = a.n / 32;
   __m512 acc[NW][NX];
-#pragma GCC unroll 8
-  for (int i = 0; i < NW; ++i)
-#pragma GCC unroll 8
-    for (int j = 0; j < NX; ++j) acc[i][j] = _mm512_setzero_ps();
+  zero_tile(acc);
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) step_q8_0<P, NW, NX, true>(a, b, acc);
   if (b < nb) step_q8_0<P, NW, NX, false>(a, b, acc);
-#pragma GCC unroll 8
-  for (int j = 0; j < NX; ++j)
-#pragma GCC unroll 8
-    for (int i = 0; i < NW; ++i) a.out[size_t(j) * a.os + size_t(i)] = _mm512_reduce_add_ps(acc[i][j]);
+  store_tile(a, acc);
 }
 
 // ------------------------------------------- 32-element blocks × Q8_0, row-lane formulation
@@ -531,10 +535,7 @@ template <bool kFifthBit, class Block, int NW, int NX>
 void tile_q45_k(const Args& a) {
   const int64_t nb = a.n / 256;
   __m512 acc[NW][NX];
-#pragma GCC unroll 8
-  for (int i = 0; i < NW; ++i)
-#pragma GCC unroll 8
-    for (int j = 0; j < NX; ++j) acc[i][j] = _mm512_setzero_ps();
+  zero_tile(acc);
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   const __m512i nib_shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
   const __m512i qh_shift = _mm512_set_epi64(1, 1, 1, 1, 0, 0, 0, 0);  // high half: the odd sub-block's bit
@@ -603,10 +604,7 @@ void tile_q45_k(const Args& a) {
       }
     }
   }
-#pragma GCC unroll 8
-  for (int j = 0; j < NX; ++j)
-#pragma GCC unroll 8
-    for (int i = 0; i < NW; ++i) a.out[size_t(j) * a.os + size_t(i)] = _mm512_reduce_add_ps(acc[i][j]);
+  store_tile(a, acc);
 }
 
 // Q6_K: levels 0..63 (stored value, i.e. level + 32) in Q8_K element order, 64 per zmm.
@@ -614,10 +612,7 @@ template <int NW, int NX>
 void tile_q6_k(const Args& a) {
   const int64_t nb = a.n / 256;
   __m512 acc[NW][NX];
-#pragma GCC unroll 8
-  for (int i = 0; i < NW; ++i)
-#pragma GCC unroll 8
-    for (int j = 0; j < NX; ++j) acc[i][j] = _mm512_setzero_ps();
+  zero_tile(acc);
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   const __m512i m30 = _mm512_set1_epi8(0x30);
   const __m512i shl_lo = _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4);  // qh bits 0-1 | 2-3 -> bits 4-5
@@ -687,10 +682,7 @@ void tile_q6_k(const Args& a) {
         acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i][j]), _mm512_set1_ps(dw[i] * dx), acc[i][j]);
     }
   }
-#pragma GCC unroll 8
-  for (int j = 0; j < NX; ++j)
-#pragma GCC unroll 8
-    for (int i = 0; i < NW; ++i) a.out[size_t(j) * a.os + size_t(i)] = _mm512_reduce_add_ps(acc[i][j]);
+  store_tile(a, acc);
 }
 
 // Q3_K's 16 signed six-bit scales (12 bytes: low nibbles in bytes 0-7, two high bits each in bytes
@@ -717,10 +709,7 @@ template <bool kQ3, class Block, int NW, int NX>
 void tile_q23_k(const Args& a) {
   const int64_t nb = a.n / 256;
   __m512 acc[NW][NX];
-#pragma GCC unroll 8
-  for (int i = 0; i < NW; ++i)
-#pragma GCC unroll 8
-    for (int j = 0; j < NX; ++j) acc[i][j] = _mm512_setzero_ps();
+  zero_tile(acc);
   const __m512i m3 = _mm512_set1_epi8(3);
   const __m512i m1 = _mm512_set1_epi8(1);
   for (int64_t b = 0; b < nb; ++b) {
@@ -802,10 +791,7 @@ void tile_q23_k(const Args& a) {
       }
     }
   }
-#pragma GCC unroll 8
-  for (int j = 0; j < NX; ++j)
-#pragma GCC unroll 8
-    for (int i = 0; i < NW; ++i) a.out[size_t(j) * a.os + size_t(i)] = _mm512_reduce_add_ps(acc[i][j]);
+  store_tile(a, acc);
 }
 
 // ------------------------------------------------------------------- activation quantizers

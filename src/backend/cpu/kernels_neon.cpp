@@ -45,6 +45,13 @@ struct Args {
 };
 using TileFn = void (*)(const Args&);
 
+// A tile's sums (CW weight rows × CX tokens) into the output.
+template <int CW, int CX>
+inline void store_tile(const Args& a, const float (&s)[CW][CX]) {
+  for (int i = 0; i < CW; ++i)
+    for (int j = 0; j < CX; ++j) a.out[size_t(j) * a.os + size_t(i)] = s[i][j];
+}
+
 // Every output's accumulation sequence depends only on its own two rows, never on CW / CX, so a
 // token's result is bit-identical whatever tile it was computed in.
 template <template <int, int> class K>
@@ -232,8 +239,7 @@ struct Q81Tile {
           }
         }
       }
-      for (int i = 0; i < CW; ++i)
-        for (int j = 0; j < CX; ++j) a.out[size_t(j) * a.os + size_t(i)] = s[i][j];
+      store_tile(a, s);
     }
   };
 };
@@ -265,8 +271,7 @@ struct Q8ActTile {
           }
         }
       }
-      for (int i = 0; i < CW; ++i)
-        for (int j = 0; j < CX; ++j) a.out[size_t(j) * a.os + size_t(i)] = s[i][j];
+      store_tile(a, s);
     }
   };
 };
@@ -348,8 +353,7 @@ struct Q45KTile {
           }
         }
       }
-      for (int i = 0; i < CW; ++i)
-        for (int j = 0; j < CX; ++j) a.out[size_t(j) * a.os + size_t(i)] = s[i][j];
+      store_tile(a, s);
     }
   };
 };
@@ -390,8 +394,7 @@ struct Q6KTile {
         for (int j = 0; j < CX; ++j) s[i][j] = fma(load<float>(&xb[j]->d) * dw, float(vaddvq_s32(acc[j])), s[i][j]);
       }
     }
-    for (int i = 0; i < CW; ++i)
-      for (int j = 0; j < CX; ++j) a.out[size_t(j) * a.os + size_t(i)] = s[i][j];
+    store_tile(a, s);
   }
 };
 
@@ -459,8 +462,7 @@ struct Q23KTile {
           }
         }
       }
-      for (int i = 0; i < CW; ++i)
-        for (int j = 0; j < CX; ++j) a.out[size_t(j) * a.os + size_t(i)] = s[i][j];
+      store_tile(a, s);
     }
   };
 };
