@@ -172,51 +172,47 @@ struct Block<GgmlType::Q3_K> {
   }
 };
 
-// Q4_K and Q5_K in their GPU layouts (quant_kernels.h): sub-block s's 6-bit scale and minimum from the header's
-// words 1-3 (w1: low scale nibbles, w2: low minimum nibbles, w3: the top bits).
-__device__ __forceinline__ void q4_k_scale_min(uint32_t w1, uint32_t w2, uint32_t w3, int s, uint32_t& sc,
-                                               uint32_t& mn) {
+// Q4_K and Q5_K in their GPU layouts (quant_kernels.h): sub-block s's 6-bit scale and minimum from
+// the header's words 1-3 (w1: low scale nibbles, w2: low minimum nibbles, w3: the top bits).
+__device__ __forceinline__ void k_header_scale_min(uint32_t w1, uint32_t w2, uint32_t w3, int s, uint32_t& sc,
+                                                   uint32_t& mn) {
   sc = ((w1 >> (4 * s)) & 15u) | ((w3 >> (4 * s)) & 3u) << 4;
   mn = ((w2 >> (4 * s)) & 15u) | ((w3 >> (4 * s + 2)) & 3u) << 4;
 }
 
-// Q4_K in its GPU layout: element e = 8*part of sub-block s = e/32, whose 16 level bytes hold
-// elements l (low nibble) and 16 + l (high) as Q4_0's blocks do.
+// Q4_K and Q5_K (kFifthBit) in their GPU layouts: element e = 8*part of sub-block s = e/32, whose 16
+// level bytes hold elements l (low nibble) and 16 + l (high) as Q4_0's blocks do; Q5_K's fifth bit of
+// element j is bit j of the word at 144 + 4s.
+template <bool kFifthBit>
+__device__ __forceinline__ void decode_k_chunk(const uint8_t* b, int part, Chunk8& c) {
+  const int s = part >> 2, p = part & 3;  // chunks 0, 1: low nibbles of bytes 0-15; 2, 3: high
+  const uint8_t* qs = b + 16 + 16 * s + 8 * (p & 1);
+  const int sh = 4 * (p >> 1);
+  uint32_t lo = (ld32_a2(qs) >> sh) & 0x0F0F0F0Fu, hi = (ld32_a2(qs + 4) >> sh) & 0x0F0F0F0Fu;
+  if constexpr (kFifthBit) {
+    const uint32_t high = ld32_a2(b + 144 + 4 * s) >> (8 * p);  // bits of elements 8p..8p+7
+    lo |= spread4(high) << 4;
+    hi |= spread4(high >> 4) << 4;
+  }
+  bytes_to_q(lo, hi, 0.0f, c.q);
+  uint32_t sc, mn;
+  k_header_scale_min(ld32_a2(b + 4), ld32_a2(b + 8), ld32_a2(b + 12), s, sc, mn);
+  c.scale = __fmul_rn(h2f(ld16(b)), float(sc));
+  c.bias = -__fmul_rn(h2f(ld16(b + 2)), float(mn));
+}
+
 template <>
 struct Block<GgmlType::Q4_K> {
   static constexpr int kElems = 256, kBytes = 144;
   static constexpr bool kHasBias = true;
-  __device__ static void decode(const uint8_t* b, int part, Chunk8& c) {
-    const int s = part >> 2, p = part & 3;  // chunks 0, 1: low nibbles of bytes 0-15; 2, 3: high
-    const uint8_t* qs = b + 16 + 16 * s + 8 * (p & 1);
-    const int sh = 4 * (p >> 1);
-    bytes_to_q((ld32_a2(qs) >> sh) & 0x0F0F0F0Fu, (ld32_a2(qs + 4) >> sh) & 0x0F0F0F0Fu, 0.0f, c.q);
-    uint32_t sc, mn;
-    q4_k_scale_min(ld32_a2(b + 4), ld32_a2(b + 8), ld32_a2(b + 12), s, sc, mn);
-    c.scale = __fmul_rn(h2f(ld16(b)), float(sc));
-    c.bias = -__fmul_rn(h2f(ld16(b + 2)), float(mn));
-  }
+  __device__ static void decode(const uint8_t* b, int part, Chunk8& c) { decode_k_chunk<false>(b, part, c); }
 };
 
-// Q5_K in its GPU layout: as Q4_K's for the low 4 bits of each level; bit j of the word at 144 + 4s is
-// element j of sub-block s's fifth bit.
 template <>
 struct Block<GgmlType::Q5_K> {
   static constexpr int kElems = 256, kBytes = 176;
   static constexpr bool kHasBias = true;
-  __device__ static void decode(const uint8_t* b, int part, Chunk8& c) {
-    const int s = part >> 2, p = part & 3;  // chunks 0, 1: low nibbles of bytes 0-15; 2, 3: high
-    const uint8_t* qs = b + 16 + 16 * s + 8 * (p & 1);
-    const int sh = 4 * (p >> 1);
-    const uint32_t high = ld32_a2(b + 144 + 4 * s) >> (8 * p);  // bits of elements 8p..8p+7
-    const uint32_t lo = ((ld32_a2(qs) >> sh) & 0x0F0F0F0Fu) | spread4(high) << 4;
-    const uint32_t hi = ((ld32_a2(qs + 4) >> sh) & 0x0F0F0F0Fu) | spread4(high >> 4) << 4;
-    bytes_to_q(lo, hi, 0.0f, c.q);
-    uint32_t sc, mn;
-    q4_k_scale_min(ld32_a2(b + 4), ld32_a2(b + 8), ld32_a2(b + 12), s, sc, mn);
-    c.scale = __fmul_rn(h2f(ld16(b)), float(sc));
-    c.bias = -__fmul_rn(h2f(ld16(b + 2)), float(mn));
-  }
+  __device__ static void decode(const uint8_t* b, int part, Chunk8& c) { decode_k_chunk<true>(b, part, c); }
 };
 
 // Q6_K: element e = 8*part; half n = e/128, quarter qr = (e%128)/32, l = e%32. The low nibble comes

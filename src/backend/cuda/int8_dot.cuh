@@ -121,7 +121,7 @@ struct DirectHalf<GgmlType::Q8_0> {
 // and bias = −dmin·m_s from the super-block's header (dequant_block.cuh's arithmetic).
 __device__ __forceinline__ void add_k_half(const uint4& head, int s, int dot, const XHalfI8& x, float& acc) {
   uint32_t sc, mn;
-  q4_k_scale_min(head.y, head.z, head.w, s, sc, mn);
+  k_header_scale_min(head.y, head.z, head.w, s, sc, mn);
   const float scale = __fmul_rn(h2f(head.x & 0xFFFFu), float(sc));
   const float bias = -__fmul_rn(h2f(head.x >> 16), float(mn));
   acc = fmaf(float(dot), __fmul_rn(scale, x.d), acc);
@@ -135,7 +135,7 @@ __device__ __forceinline__ void add_k_half(const uint4& head, int s, int dot, co
 template <>
 struct DirectHalf<GgmlType::Q4_K> {
   uint2 q;
-  uint4 head;  // d | dmin << 16, then the scale words (dequant_block.cuh: q4_k_scale_min)
+  uint4 head;  // d | dmin << 16, then the scale words (dequant_block.cuh: k_header_scale_min)
   __device__ static __forceinline__ DirectHalf load(const uint8_t* sb, int s, int half) {
     DirectHalf w;
     w.q = ld_stream_u2(sb + 16 + 16 * s + 8 * half);

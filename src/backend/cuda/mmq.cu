@@ -249,7 +249,7 @@ __device__ __forceinline__ void mmq_block(const uint8_t* st, int s, int groups, 
         const uint8_t* row = st + (16 * m + g + 8 * r) * kStride;
         const uint32_t* head = reinterpret_cast<const uint32_t*>(row);
         uint32_t sc, mn;
-        detail::q4_k_scale_min(head[1], head[2], head[3], s, sc, mn);
+        detail::k_header_scale_min(head[1], head[2], head[3], s, sc, mn);
         dsc[m][r] = __half2float(*reinterpret_cast<const __half*>(row)) * float(sc);
         dmn[m][r] = __half2float(*reinterpret_cast<const __half*>(row + 2)) * float(mn);
         const uint32_t q = *reinterpret_cast<const uint32_t*>(row + 16 + 16 * s + 4 * i4);
