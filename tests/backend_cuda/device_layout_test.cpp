@@ -1,7 +1,8 @@
 // The GPU layout of weight rows (quant_kernels.h, device_layout.cpp): host code, so these run
-// without a device. Q4_0 block b of a GGML row (f16 scale, 16 nibble bytes) must land in super-block
+// without a device. Block b of a Q4_0 GGML row (f16 scale, 16 nibble bytes) must land in super-block
 // b / 8 with its scale at 2·(b % 8) and its nibbles at 16 + 16·(b % 8), the last super-block
-// zero-padded (Q8_0 likewise, its 32 level bytes at 16 + 32·(b % 8) of 272); a Q4_K or Q5_K
+// zero-padded; Q4_1, Q5_0, Q5_1 and Q8_0 likewise, each field in its plane (quant_kernels.h), and
+// every element read back by that description must equal the scalar dequantizer's; a Q4_K or Q5_K
 // super-block keeps its 144 / 176 bytes, reordered as quant_kernels.h describes (read back here by that description
 // and checked against the scalar dequantizer of the GGML row); a Q6_K super-block (210 bytes) must
 // land at 216·b with 6 zero bytes after it; other types are copied as stored. The kernels that read
@@ -36,13 +37,28 @@ std::vector<uint8_t> ggml_rows(GgmlType type, int64_t n_rows, int64_t k, uint32_
   return out;
 }
 
-// Q4_0 and Q8_0: GGML blocks of an f16 scale and L level bytes (16, 32) become super-blocks of
-// S = 16 + 8·L bytes (144, 272).
-TEST(DeviceLayout, Q4_0AndQ8_0RowsBecomeSuperBlocks) {
-  for (const GgmlType type : {GgmlType::Q4_0, GgmlType::Q8_0})
-    for (const int64_t k : {int64_t(32), int64_t(256), int64_t(2048), int64_t(2080)}) {
+// The 32-element formats: a GGML block is its fields in stored order (f16 d; Q4_1 / Q5_1: f16 m;
+// Q5_0 / Q5_1: 4 bytes of fifth bits; the levels), and the GPU super-block of 8 blocks holds field f
+// of block s at P_f + size_f·s, P_f = 8 · the sizes of the fields before f (quant_kernels.h).
+struct PlaneCase {
+  GgmlType type;
+  std::vector<size_t> fields;
+};
+const PlaneCase kPlaneCases[] = {{GgmlType::Q4_0, {2, 16}},
+                                 {GgmlType::Q4_1, {2, 2, 16}},
+                                 {GgmlType::Q5_0, {2, 4, 16}},
+                                 {GgmlType::Q5_1, {2, 2, 4, 16}},
+                                 {GgmlType::Q8_0, {2, 32}}};
+
+TEST(DeviceLayout, BlocksOf32BecomeSuperBlocksOfPlanes) {
+  for (const PlaneCase& pc : kPlaneCases)
+    for (const int64_t k : {int64_t(32), int64_t(256), int64_t(896), int64_t(2048), int64_t(2080)}) {
+      const GgmlType type = pc.type;
       SCOPED_TRACE(std::string(ggml_type_name(type)) + " k " + std::to_string(k));
-      const size_t level = type == GgmlType::Q4_0 ? 16 : 32, block = 2 + level, super = 16 + 8 * level;
+      size_t block = 0;
+      for (size_t f : pc.fields) block += f;
+      ASSERT_EQ(block, ggml_traits(type).block_bytes);
+      const size_t super = 8 * block;
       const int64_t n_rows = 3, blocks = k / 32;
       const size_t src_row = ggml_row_bytes(type, k);
       const size_t dev_row = cuda::device_row_bytes(type, k);
@@ -57,13 +73,16 @@ TEST(DeviceLayout, Q4_0AndQ8_0RowsBecomeSuperBlocks) {
         std::vector<bool> written(dev_row, false);
         for (int64_t b = 0; b < blocks; ++b) {
           const size_t sb = size_t(b / 8) * super, i = size_t(b % 8);
-          for (size_t j = 0; j < 2; ++j) {
-            EXPECT_EQ(d[sb + 2 * i + j], s[block * b + j]) << "row " << r << " block " << b << " scale";
-            written[sb + 2 * i + j] = true;
-          }
-          for (size_t j = 0; j < level; ++j) {
-            EXPECT_EQ(d[sb + 16 + level * i + j], s[block * b + 2 + j]) << "row " << r << " block " << b;
-            written[sb + 16 + level * i + j] = true;
+          size_t plane = 0, at = 0;
+          for (size_t f = 0; f < pc.fields.size(); ++f) {
+            const size_t size = pc.fields[f];
+            EXPECT_EQ(plane % 16, 0u) << "field " << f << "'s plane is not 16-byte aligned";
+            for (size_t j = 0; j < size; ++j) {
+              EXPECT_EQ(d[sb + plane + size * i + j], s[block * b + at + j]) << "row " << r << " block " << b
+                                                                              << " field " << f;
+              written[sb + plane + size * i + j] = true;
+            }
+            plane += 8 * size, at += size;
           }
         }
         for (size_t j = 0; j < dev_row; ++j) {
@@ -71,6 +90,46 @@ TEST(DeviceLayout, Q4_0AndQ8_0RowsBecomeSuperBlocks) {
           EXPECT_EQ(d[j], 0) << "row " << r << ": padding byte " << j;
         }
         for (size_t j = dev_row; j < dst_row; ++j) EXPECT_EQ(d[j], 0xEE) << "wrote past the row";
+      }
+    }
+}
+
+// Element e of a row of a 32-element format in its GPU layout, read as quant_kernels.h describes it:
+// d·(level − offset) (+ m), the reference dequantizer's arithmetic.
+float planes_element(GgmlType type, const uint8_t* row, int64_t e) {
+  const bool has_min = type == GgmlType::Q4_1 || type == GgmlType::Q5_1;
+  const bool has_qh = type == GgmlType::Q5_0 || type == GgmlType::Q5_1;
+  const int level_bytes = type == GgmlType::Q8_0 ? 32 : 16;
+  const int qh_at = has_min ? 32 : 16, levels_at = qh_at + (has_qh ? 32 : 0);
+  const uint8_t* sb = row + size_t(e / 256) * size_t(levels_at + 8 * level_bytes);
+  const int s = int(e % 256) / 32, j = int(e % 32);
+  auto f16 = [&](int at) { return f16_to_f32(uint16_t(sb[at] | sb[at + 1] << 8)); };
+  const uint8_t* lv = sb + levels_at + level_bytes * s;
+  if (type == GgmlType::Q8_0) return f16(2 * s) * float(int8_t(lv[j]));
+  int level = (lv[j & 15] >> (j < 16 ? 0 : 4)) & 15;
+  if (has_qh) level += 16 * ((sb[qh_at + 4 * s + j / 8] >> (j % 8)) & 1);
+  if (has_min) return f16(2 * s) * float(level) + f16(16 + 2 * s);
+  return f16(2 * s) * float(level - (has_qh ? 16 : 8));
+}
+
+TEST(DeviceLayout, BlocksOf32ReadBackAsTheReferenceDequantizes) {
+  for (const PlaneCase& pc : kPlaneCases)
+    for (const int64_t k : {int64_t(32), int64_t(896), int64_t(2048)}) {
+      SCOPED_TRACE(std::string(ggml_type_name(pc.type)) + " k " + std::to_string(k));
+      const int64_t n_rows = 2;
+      const size_t src_row = ggml_row_bytes(pc.type, k), dev_row = cuda::device_row_bytes(pc.type, k);
+      const std::vector<uint8_t> src = ggml_rows(pc.type, n_rows, k, uint32_t(k) + 7);
+      std::vector<uint8_t> dst(dev_row * size_t(n_rows));
+      cuda::to_device_layout(pc.type, src.data(), src_row, n_rows, k, dst.data(), dev_row);
+      std::vector<float> want(static_cast<size_t>(k));
+      for (int64_t r = 0; r < n_rows; ++r) {
+        quant::dequantize_row_ref(pc.type, src.data() + size_t(r) * src_row, want.data(), k);
+        int bad = 0;
+        for (int64_t e = 0; e < k && bad < 5; ++e) {
+          const float got = planes_element(pc.type, dst.data() + size_t(r) * dev_row, e);
+          if (got != want[size_t(e)])
+            ++bad, ADD_FAILURE() << "row " << r << " element " << e << ": " << got << " against " << want[size_t(e)];
+        }
       }
     }
 }
@@ -138,7 +197,7 @@ TEST(DeviceLayout, Q6_KSuperBlocksArePaddedTo216Bytes) {
 }
 
 TEST(DeviceLayout, OtherTypesAreCopiedAsStored) {
-  for (GgmlType type : {GgmlType::Q5_0, GgmlType::Q3_K, GgmlType::BF16}) {
+  for (GgmlType type : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::BF16}) {
     const int64_t n_rows = 2, k = 512;
     const size_t row = ggml_row_bytes(type, k);
     ASSERT_EQ(cuda::device_row_bytes(type, k), row) << ggml_type_name(type);

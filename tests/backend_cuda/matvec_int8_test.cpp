@@ -1,4 +1,5 @@
-// cuda::matvec with int8 activations (Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K weights, int8_dot.cuh) against a double-precision
+// cuda::matvec with int8 activations (Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K / Q5_K / Q6_K weights,
+// int8_dot.cuh) against a double-precision
 // host reference built from the scalar dequantizer (format/quant.h) and the activation rounding the
 // kernel specifies (quant_kernels.h, int8_dot.cuh): x' = x (or norm_w ⊙ x, one f32 product, with the
 // norm); per 32 elements d = max|x'|/127 in f32, id = 1/d in f32, q = x'·id rounded once to nearest
@@ -11,8 +12,8 @@
 // accumulator with one fma per half block (≤ n_tiles = ceil(k/512) per lane), sums 32 lanes in a
 // 5-level tree and ≤ 8 warps in a row. That is at most n_tiles + 15 roundings on any path, so
 //   |v_gpu − v| ≤ (n_tiles + 15)·2^-24·Σ_bh |dw_b·dx_b·s_bh|  (+ second order);
-// the tests use (n_tiles + 16)·2^-24·Σ|…|. Q4_K and Q5_K add two terms per half block (scale and minimum,
-// see ref_dot), and its reference weights carry one rounding each. Q6_K adds one term per half
+// the tests use (n_tiles + 16)·2^-24·Σ|…|. Q4_1, Q5_1, Q4_K and Q5_K add two terms per half block
+// (scale and minimum, see ref_dot), and their reference weights carry one rounding each. Q6_K adds one term per half
 // block (its two 16-element scales meet in an exact integer sum), and its reference weights
 // d·scale·(level - 32) carry one rounding each. With the norm the sum is multiplied by
 // rsqrtf(Σx²/k + eps) (≤ 2 ulp; norm tests use x = m/64 · 2^e with |m| < 32, so Σx² is exact in f32
@@ -91,11 +92,26 @@ double inv_rms(const float* x, int64_t k, float eps) {
 using test::SubBlockQ4K;
 using test::k_sub_block;
 
+// Block b of a Q4_1 or Q5_1 row (GGML's layout) as a scale, a bias and 32 levels: w_j = d·level_j +
+// m (d·level exact in f32; the reference rounds the sum once).
+SubBlockQ4K min_block(GgmlType type, const uint8_t* row, int64_t b) {
+  const bool q5 = type == GgmlType::Q5_1;
+  const uint8_t* blk = row + size_t(b) * ggml_traits(type).block_bytes;
+  SubBlockQ4K r;
+  r.scale = double(f16_to_f32(uint16_t(blk[0] | blk[1] << 8)));
+  r.bias = double(f16_to_f32(uint16_t(blk[2] | blk[3] << 8)));
+  const uint8_t* qs = blk + (q5 ? 8 : 4);
+  const uint32_t qh = q5 ? uint32_t(blk[4]) | uint32_t(blk[5]) << 8 | uint32_t(blk[6]) << 16 | uint32_t(blk[7]) << 24 : 0;
+  for (int j = 0; j < 32; ++j) r.level[j] = ((qs[j & 15] >> (j < 16 ? 0 : 4)) & 15) + 16 * int((qh >> j) & 1);
+  return r;
+}
+
 // v = Σ_b dx_b Σ_j w_j q_j exactly (the products and sums of a half block are exact in double), and
-// the bound on the kernel's rounding error (see the top comment). Q4_0 / Q8_0: w_j = dw·level is
-// exact in f32 and the kernel adds one term per half block. Q4_K and Q5_K: the kernel adds
-// (scale·dx)·Σ level·q + (bias·dx)·Σq, two terms per half block whose magnitudes bound its
-// roundings, and the reference w_j = f32(scale·level + bias) is itself rounded once (2^-24·|w_j|).
+// the bound on the kernel's rounding error (see the top comment). Q4_0 / Q5_0 / Q8_0: w_j =
+// dw·level is exact in f32 and the kernel adds one term per half block. Q4_1, Q5_1, Q4_K and Q5_K:
+// the kernel adds (scale·dx)·Σ level·q + (bias·dx)·Σq, two terms per half block whose magnitudes
+// bound its roundings, and the reference w_j = f32(scale·level + bias) is itself rounded once
+// (2^-24·|w_j|).
 struct RefDot {
   double v, bound;
 };
@@ -103,9 +119,12 @@ struct RefDot {
 RefDot ref_dot(GgmlType type, const uint8_t* raw /* GGML row */, const float* w, const QuantX& qx, int64_t k) {
   double v = 0, mag = 0, ref_err = 0;
   const bool k_min = type == GgmlType::Q4_K || type == GgmlType::Q5_K;  // scale and minimum per sub-block
+  const bool block_min = type == GgmlType::Q4_1 || type == GgmlType::Q5_1;  // per block
+  const bool two_terms = k_min || block_min;
   for (int64_t b = 0; b < k / 32; ++b) {
     SubBlockQ4K sub{};
     if (k_min) sub = k_sub_block(type, raw + (b / 8) * ggml_traits(type).block_bytes, int(b % 8));
+    if (block_min) sub = min_block(type, raw, b);
     for (int h = 0; h < 2; ++h) {
       double s = 0, s1 = 0, s2 = 0;
       for (int run = 0; run < 2; ++run)
@@ -114,17 +133,17 @@ RefDot ref_dot(GgmlType type, const uint8_t* raw /* GGML row */, const float* w,
           const double q = qx.q[size_t(e)];
           s += double(w[e]) * q;
           ref_err += std::fabs(double(w[e]) * q) * double(qx.d[size_t(b)]);
-          if (k_min) s1 += sub.level[16 * run + 8 * h + j] * q, s2 += q;
+          if (two_terms) s1 += sub.level[16 * run + 8 * h + j] * q, s2 += q;
         }
       const double dx = qx.d[size_t(b)];
       v += s * dx;
-      mag += k_min ? (std::fabs(sub.scale * s1) + std::fabs(sub.bias * s2)) * dx : std::fabs(s * dx);
+      mag += two_terms ? (std::fabs(sub.scale * s1) + std::fabs(sub.bias * s2)) * dx : std::fabs(s * dx);
     }
   }
   const int64_t n_tiles = (k + 511) / 512;
-  const int per_half = k_min ? 2 : 1;  // fmas per half block
+  const int per_half = two_terms ? 2 : 1;  // fmas per half block
   double bound = double(per_half * n_tiles + 16) * std::ldexp(1.0, -24) * mag;
-  if (k_min || type == GgmlType::Q6_K) bound += std::ldexp(1.0, -24) * ref_err;
+  if (two_terms || type == GgmlType::Q6_K) bound += std::ldexp(1.0, -24) * ref_err;
   return {v, bound};
 }
 
@@ -265,13 +284,15 @@ void check_cases(std::span<const Case> cases, uint32_t seed, const char* env = n
   }
 }
 
-const GgmlType kInt8Types[] = {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+const GgmlType kInt8Types[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                               GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
 // Every type x n_x_rows 1..8 x output mode x norm on/off over shapes with odd row counts (tail row
 // groups), k = 32 (one block), k not a multiple of the 512-element tile (24, 40 and 65 blocks),
 // rows padded (row_bytes > data, a multiple of 8, as every int8 type's direct loads need: a
 // misaligned matrix decodes to f32, which QuantKernels covers) or not, and x / y row strides
-// larger than the rows. Q4_0's k = 32 and 2080 end in a partial (zero-padded) super-block.
+// larger than the rows. k = 32 and 2080 of the 32-element formats end in a partial (zero-padded)
+// super-block.
 TEST(MatvecInt8, MatchesReferenceAllModes) {
   CERA_REQUIRE_CUDA();
   test::MatvecInt8Scope on(true);  // whatever the environment says
@@ -319,6 +340,13 @@ TEST(MatvecInt8, LargeMatrices) {
       {GgmlType::Q5_K, 2053, 8192, 16, 2, Out::Accumulate, false},
       {GgmlType::Q6_K, 40001, 2048, 0, 1, Out::Store, false},  // the LM head of the Q4_0 / Q4_K_M mixes
       {GgmlType::Q6_K, 2053, 8192, 0, 2, Out::Accumulate, true},
+      // Q4_1 / Q5_0 / Q5_1 (Q5_0 and Q5_1 also stand in for Q4_K and Q5_K in llama-quantize's K mixes
+      // wherever k is no multiple of 256: Qwen2.5-0.5B's k = 896, 3.5 super-blocks)
+      {GgmlType::Q4_1, 40001, 2048, 0, 1, Out::Store, false},
+      {GgmlType::Q5_0, 2 * 4864, 896, 0, 1, Out::SwiGLU, true},
+      {GgmlType::Q5_0, 2053, 8192, 8, 2, Out::Accumulate, false},
+      {GgmlType::Q5_1, 2 * 4099, 2048, 0, 1, Out::SwiGLU, true},
+      {GgmlType::Q5_1, 1157, 896, 0, 1, Out::Accumulate, true},
   };
   check_cases(cases, 1000);
 }
@@ -378,7 +406,8 @@ TEST(MatvecInt8, Deterministic) {
 
 // The switch picks the path: off, Q4_0 is decoded to f32 and matches the exact weights' product to
 // f32 accuracy; on, x's 8-bit rounding shows (relative error ~1e-3, well above the f32 path's
-// ~1e-6). Only Q4_0, Q8_0, Q4_K, Q5_K and Q6_K report int8 activations.
+// ~1e-6). Only the int8 types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K) report int8
+// activations.
 TEST(MatvecInt8, SwitchSelectsThePath) {
   CERA_REQUIRE_CUDA();
   test::MatvecInt8Scope on(true);  // whatever the environment says
@@ -408,8 +437,11 @@ TEST(MatvecInt8, SwitchSelectsThePath) {
   EXPECT_TRUE(cuda::matvec_int8_activations(GgmlType::Q8_0));
   EXPECT_TRUE(cuda::matvec_int8_activations(GgmlType::Q4_K));
   EXPECT_TRUE(cuda::matvec_int8_activations(GgmlType::Q6_K));
-  EXPECT_FALSE(cuda::matvec_int8_activations(GgmlType::Q4_1));
+  EXPECT_TRUE(cuda::matvec_int8_activations(GgmlType::Q4_1));
+  EXPECT_TRUE(cuda::matvec_int8_activations(GgmlType::Q5_0));
+  EXPECT_TRUE(cuda::matvec_int8_activations(GgmlType::Q5_1));
   EXPECT_TRUE(cuda::matvec_int8_activations(GgmlType::Q5_K));
+  EXPECT_FALSE(cuda::matvec_int8_activations(GgmlType::Q3_K));
   EXPECT_FALSE(cuda::matvec_int8_activations(GgmlType::BF16));
   const double int8_err = rel_error();
   cuda::matvec_int8_enable(false);

@@ -1,5 +1,5 @@
-// Device-side decoding of the GGML quant blocks (MODELS.md §2, layouts in format/quant_blocks.h),
-// shared by the matvec, dequantize and embedding kernels.
+// Device-side decoding of the GGML quant blocks (MODELS.md §2, layouts in format/quant_blocks.h) in
+// their GPU layouts (quant_kernels.h), shared by the matvec, dequantize and embedding kernels.
 //
 // The unit is a chunk of 8 consecutive elements of one block, written as
 //     w_j = scale * q_j (+ bias)        (q_j a small integer, held exactly in a float)
@@ -8,8 +8,9 @@
 // arithmetic step for step (quant_dequant.cpp: scale = d or d*sc, then scale*q, then + m or
 // - dmin*mn) with the same f32 roundings, so dequantize_f32 is bit-exact.
 //
-// Blocks need only be 2-byte aligned (18/22/34-byte blocks follow each other in a row), so every
-// multi-byte read here is a 16-bit load. The pointer may be global or shared memory.
+// Blocks need only be 2-byte aligned (Q2_K's 84 and Q3_K's 110 bytes follow each other in a row; the
+// f32 fallback of the matvec decodes rows at any even address), so every multi-byte read here is a
+// 16-bit load. The pointer may be global or shared memory.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -60,76 +61,84 @@ __device__ __forceinline__ int scale_q3k(const uint8_t* b, int s) {
 template <GgmlType T>
 struct Block;  // kElems, kBytes, kHasBias, decode(block, part, chunk): elements [8*part, 8*part+8)
 
-// Q4_0 in its GPU layout (quant_kernels.h): a super-block of 8 GGML blocks, their f16 scales first
-// (block s at 2s), then their 16 nibble bytes each (at 16 + 16s; low nibbles are elements 0-15 of
-// the block, high ones 16-31).
+// The 32-element formats on the GPU (quant_kernels.h): super-blocks of 8 GGML blocks whose fields
+// each form a plane — the 8 f16 scales d at 0, then (Q4_1, Q5_1) the 8 f16 minimums m, (Q5_0, Q5_1)
+// the 8 words of fifth bits qh, then the levels, block s's at kLevels + kLevelBytes·s (nibbles: byte j
+// holds element j low and 16 + j high, GGML's order within a block). Offsets of the planes:
+template <GgmlType T>
+struct Planes {
+  static constexpr bool kHasMin = T == GgmlType::Q4_1 || T == GgmlType::Q5_1;
+  static constexpr bool kHasQh = T == GgmlType::Q5_0 || T == GgmlType::Q5_1;
+  static constexpr int kLevelBytes = T == GgmlType::Q8_0 ? 32 : 16;
+  static constexpr int kM = 16;                           // f16 m of block s at kM + 2s
+  static constexpr int kQh = kHasMin ? 32 : 16;           // the fifth bits of block s at kQh + 4s
+  static constexpr int kLevels = kQh + (kHasQh ? 32 : 0);
+  static constexpr int kBytes = kLevels + 8 * kLevelBytes;  // 144, 160, 176, 192, 272
+};
+
+// Chunk part (0..31) of a nibble format's super-block b: block s = part / 4, elements 8p..8p+7 of
+// it (p = part % 4: chunks 0, 1 the low nibbles of bytes 0-15, chunks 2, 3 the high ones), with the
+// fifth bits of Q5_0 / Q5_1 and the block's scale and minimum.
+template <GgmlType T>
+__device__ __forceinline__ void decode_planes_nibbles(const uint8_t* b, int part, float off, Chunk8& c) {
+  using P = Planes<T>;
+  const int s = part >> 2, p = part & 3;
+  const uint8_t* qs = b + P::kLevels + 16 * s + 8 * (p & 1);
+  const int sh = 4 * (p >> 1);
+  uint32_t lo = (ld32_a2(qs) >> sh) & 0x0F0F0F0Fu, hi = (ld32_a2(qs + 4) >> sh) & 0x0F0F0F0Fu;
+  if constexpr (P::kHasQh) {
+    const uint32_t qh = ld32_a2(b + P::kQh + 4 * s) >> (8 * p);  // bits of elements 8p..8p+7
+    lo |= spread4(qh) << 4;
+    hi |= spread4(qh >> 4) << 4;
+  }
+  bytes_to_q(lo, hi, off, c.q);
+  c.scale = h2f(ld16(b + 2 * s));
+  c.bias = P::kHasMin ? h2f(ld16(b + P::kM + 2 * s)) : 0.0f;
+}
+
 template <>
 struct Block<GgmlType::Q4_0> {
-  static constexpr int kElems = 256, kBytes = 144;
+  static constexpr int kElems = 256, kBytes = Planes<GgmlType::Q4_0>::kBytes;
   static constexpr bool kHasBias = false;
   __device__ static void decode(const uint8_t* b, int part, Chunk8& c) {
-    const int s = part >> 2, p = part & 3;  // block s; its chunks 0,1: low nibbles; 2,3: high
-    const uint8_t* qs = b + 16 + 16 * s + 8 * (p & 1);
-    const int sh = 4 * (p >> 1);
-    bytes_to_q((ld32_a2(qs) >> sh) & 0x0F0F0F0Fu, (ld32_a2(qs + 4) >> sh) & 0x0F0F0F0Fu, 8.0f, c.q);
-    c.scale = h2f(ld16(b + 2 * s));
-    c.bias = 0.0f;
+    decode_planes_nibbles<GgmlType::Q4_0>(b, part, 8.0f, c);
   }
 };
 
 template <>
 struct Block<GgmlType::Q4_1> {
-  static constexpr int kElems = 32, kBytes = 20;
+  static constexpr int kElems = 256, kBytes = Planes<GgmlType::Q4_1>::kBytes;
   static constexpr bool kHasBias = true;
   __device__ static void decode(const uint8_t* b, int part, Chunk8& c) {
-    const uint8_t* qs = b + 4 + 8 * (part & 1);
-    const int sh = 4 * (part >> 1);
-    bytes_to_q((ld32_a2(qs) >> sh) & 0x0F0F0F0Fu, (ld32_a2(qs + 4) >> sh) & 0x0F0F0F0Fu, 0.0f, c.q);
-    c.scale = h2f(ld16(b));
-    c.bias = h2f(ld16(b + 2));
+    decode_planes_nibbles<GgmlType::Q4_1>(b, part, 0.0f, c);
   }
 };
 
-// Q5_0 / Q5_1: nibbles as Q4, plus bit e of the 32-bit qh as the fifth bit of element e.
-__device__ __forceinline__ void q5_chunk(const uint8_t* qh_p, const uint8_t* qs_base, int part, float off,
-                                         float q[8]) {
-  const uint32_t qh = ld32_a2(qh_p) >> (8 * part);
-  const uint8_t* qs = qs_base + 8 * (part & 1);
-  const int sh = 4 * (part >> 1);
-  const uint32_t lo = ((ld32_a2(qs) >> sh) & 0x0F0F0F0Fu) | spread4(qh) << 4;
-  const uint32_t hi = ((ld32_a2(qs + 4) >> sh) & 0x0F0F0F0Fu) | spread4(qh >> 4) << 4;
-  bytes_to_q(lo, hi, off, q);
-}
-
 template <>
 struct Block<GgmlType::Q5_0> {
-  static constexpr int kElems = 32, kBytes = 22;
+  static constexpr int kElems = 256, kBytes = Planes<GgmlType::Q5_0>::kBytes;
   static constexpr bool kHasBias = false;
   __device__ static void decode(const uint8_t* b, int part, Chunk8& c) {
-    q5_chunk(b + 2, b + 6, part, 16.0f, c.q);
-    c.scale = h2f(ld16(b));
-    c.bias = 0.0f;
+    decode_planes_nibbles<GgmlType::Q5_0>(b, part, 16.0f, c);
   }
 };
 
 template <>
 struct Block<GgmlType::Q5_1> {
-  static constexpr int kElems = 32, kBytes = 24;
+  static constexpr int kElems = 256, kBytes = Planes<GgmlType::Q5_1>::kBytes;
   static constexpr bool kHasBias = true;
   __device__ static void decode(const uint8_t* b, int part, Chunk8& c) {
-    q5_chunk(b + 4, b + 8, part, 0.0f, c.q);
-    c.scale = h2f(ld16(b));
-    c.bias = h2f(ld16(b + 2));
+    decode_planes_nibbles<GgmlType::Q5_1>(b, part, 0.0f, c);
   }
 };
 
 template <>
-struct Block<GgmlType::Q8_0> {  // GPU layout (quant_kernels.h): a super-block of 8 blocks, scales first
-  static constexpr int kElems = 256, kBytes = 272;
+struct Block<GgmlType::Q8_0> {  // int8 levels, block s's at 16 + 32s
+  static constexpr int kElems = 256, kBytes = Planes<GgmlType::Q8_0>::kBytes;
   static constexpr bool kHasBias = false;
   __device__ static void decode(const uint8_t* b, int part, Chunk8& c) {
     const int s = part >> 2;  // block s, its chunk part % 4
-    const uint8_t* qs = b + 16 + 32 * s + 8 * (part & 3);
+    const uint8_t* qs = b + Planes<GgmlType::Q8_0>::kLevels + 32 * s + 8 * (part & 3);
     // int8 -> (byte ^ 0x80) - 128
     bytes_to_q(ld32_a2(qs) ^ 0x80808080u, ld32_a2(qs + 4) ^ 0x80808080u, 128.0f, c.q);
     c.scale = h2f(ld16(b + 2 * s));

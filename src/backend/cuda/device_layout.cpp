@@ -1,8 +1,10 @@
-// The GPU layout of weight rows (quant_kernels.h): GGML's, except Q4_0 and Q8_0 in super-blocks of 8 blocks,
-// Q4_K's and Q5_K's super-blocks reordered (scales into nibble planes, levels in Q4_0's block order)
-// and Q6_K's super-blocks padded from 210 to 216 bytes.
+// The GPU layout of weight rows (quant_kernels.h): GGML's, except the 32-element formats (Q4_0, Q4_1,
+// Q5_0, Q5_1, Q8_0) in super-blocks of 8 blocks with each field in a plane of its own, Q4_K's and
+// Q5_K's super-blocks reordered (scales into nibble planes, levels in Q4_0's block order) and Q6_K's
+// super-blocks padded from 210 to 216 bytes.
 #include <algorithm>
 #include <cstring>
+#include <span>
 
 #include "backend/cuda/quant_kernels.h"
 
@@ -11,23 +13,42 @@ namespace {
 
 constexpr int64_t kSuperElems = 256;  // 8 blocks of 32
 
-// Q4_0 and Q8_0: GGML blocks of an f16 scale and `level_bytes` of levels (16 nibble bytes, 32 int8)
-// into super-blocks of 8: block b's scale at S·(b/8) + 2·(b%8), its levels (unchanged) at
-// S·(b/8) + 16 + level_bytes·(b%8), S = 16 + 8·level_bytes (144, 272).
-size_t super_block_bytes(size_t level_bytes) { return 16 + 8 * level_bytes; }
-void repack_into_super_blocks(const uint8_t* src, int64_t k, size_t level_bytes, uint8_t* dst) {
-  const size_t super = super_block_bytes(level_bytes);
+// A GGML block of 32 elements as its fields' sizes in stored order: the f16 scale d, Q4_1's and
+// Q5_1's f16 minimum m, Q5_0's and Q5_1's 32 fifth bits qh, then the levels (16 nibble bytes, or 32
+// int8). Empty for the other types.
+std::span<const size_t> block_fields(GgmlType type) {
+  static constexpr size_t q4_0[] = {2, 16}, q4_1[] = {2, 2, 16}, q5_0[] = {2, 4, 16}, q5_1[] = {2, 2, 4, 16},
+                          q8_0[] = {2, 32};
+  switch (type) {
+    case GgmlType::Q4_0: return q4_0;
+    case GgmlType::Q4_1: return q4_1;
+    case GgmlType::Q5_0: return q5_0;
+    case GgmlType::Q5_1: return q5_1;
+    case GgmlType::Q8_0: return q8_0;
+    default: return {};
+  }
+}
+bool has_planes(GgmlType type) { return !block_fields(type).empty(); }
+
+// 8 blocks of a row into one super-block, field by field: field f of block s at
+// 8·(the sizes of the fields before f) + size(f)·s, so each field's 8 copies form a plane and every
+// plane starts 16-byte aligned (Q4_0 144 bytes: d at 0, levels at 16; Q8_0 272; Q4_1 160: m at 16,
+// levels at 32; Q5_0 176: qh at 16, levels at 48; Q5_1 192: m at 16, qh at 32, levels at 64).
+void repack_into_planes(GgmlType type, const uint8_t* src, int64_t k, uint8_t* dst) {
+  const size_t block = ggml_traits(type).block_bytes, super = 8 * block;
   // A partial last super-block: zero blocks.
   std::memset(dst, 0, size_t((k + kSuperElems - 1) / kSuperElems) * super);
   for (int64_t b = 0; b < k / 32; ++b) {
-    const uint8_t* blk = src + size_t(b) * (2 + level_bytes);
+    const uint8_t* in = src + size_t(b) * block;
     uint8_t* sb = dst + size_t(b / 8) * super;
     const size_t s = size_t(b % 8);
-    std::memcpy(sb + 2 * s, blk, 2);
-    std::memcpy(sb + 16 + level_bytes * s, blk + 2, level_bytes);
+    size_t plane = 0, at = 0;  // where this field's plane starts in the super-block / the block
+    for (const size_t size : block_fields(type)) {
+      std::memcpy(sb + plane + size * s, in + at, size);
+      plane += 8 * size, at += size;
+    }
   }
 }
-size_t level_bytes(GgmlType type) { return type == GgmlType::Q4_0 ? 16 : 32; }  // Q4_0 or Q8_0
 
 constexpr size_t kQ4_KBytes = 144;  // GGML and GPU alike: f16 d, f16 dmin, 12 bytes of scales, 128 of levels
 
@@ -111,14 +132,13 @@ void pad_q6_k_row(const uint8_t* src, int64_t k, uint8_t* dst) {
 }  // namespace
 
 bool keeps_stored_layout(GgmlType type) {
-  return type != GgmlType::Q4_0 && type != GgmlType::Q8_0 && type != GgmlType::Q4_K && type != GgmlType::Q5_K &&
-         type != GgmlType::Q6_K;
+  return !has_planes(type) && type != GgmlType::Q4_K && type != GgmlType::Q5_K && type != GgmlType::Q6_K;
 }
 
 size_t device_row_bytes(GgmlType type, int64_t k) {
   if (type == GgmlType::Q6_K) return size_t(k / 256) * kQ6_KDeviceBytes;  // k is a multiple of 256
-  if (keeps_stored_layout(type) || type == GgmlType::Q4_K || type == GgmlType::Q5_K) return ggml_row_bytes(type, k);
-  return size_t((k + kSuperElems - 1) / kSuperElems) * super_block_bytes(level_bytes(type));  // Q4_0, Q8_0
+  if (has_planes(type)) return size_t((k + kSuperElems - 1) / kSuperElems) * 8 * ggml_traits(type).block_bytes;
+  return ggml_row_bytes(type, k);  // stored layout, Q4_K, Q5_K
 }
 
 void to_device_layout(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64_t n_rows, int64_t k,
@@ -131,7 +151,7 @@ void to_device_layout(GgmlType type, const uint8_t* src, size_t src_row_bytes, i
     else if (type == GgmlType::Q6_K) pad_q6_k_row(s, k, d);
     else if (type == GgmlType::Q4_K) repack_q4_k_row(s, k, d);
     else if (type == GgmlType::Q5_K) repack_q5_k_row(s, k, d);
-    else repack_into_super_blocks(s, k, level_bytes(type), d);  // Q4_0, Q8_0
+    else repack_into_planes(type, s, k, d);
   }
 }
 

@@ -1,4 +1,5 @@
-// Int8-activation dot products for the decode matvec of Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K weights (matvec.cu).
+// Int8-activation dot products for the decode matvec of Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K / Q5_K /
+// Q6_K weights (matvec.cu).
 //
 // Why: decoded to f32, a 4-bit weight costs ~4.5 instructions, and those products ran at ~30 % of
 // HBM bandwidth on the H200. With x rounded to int8 per 32 elements (as llama.cpp and cera's CPU
@@ -63,22 +64,48 @@ __device__ __forceinline__ void quantize_x16(const float v[16], XHalfI8& out) {
 
 // The formats with an int8 path (one list for host and device code).
 __host__ __device__ constexpr bool has_int8_dot(GgmlType t) {
-  return t == GgmlType::Q4_0 || t == GgmlType::Q8_0 || t == GgmlType::Q4_K || t == GgmlType::Q5_K ||
-         t == GgmlType::Q6_K;
+  return t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q5_0 || t == GgmlType::Q5_1 ||
+         t == GgmlType::Q8_0 || t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
 }
 template <GgmlType T>
 inline constexpr bool kHasInt8Dot = has_int8_dot(T);
 
-// Σ (level - 8) · q over this lane's half of a Q4_0 block, from its 8 nibble bytes 8h..8h+7 (low
-// nibbles: elements 8h+j, high: 16+8h+j), exact. Q4_0 lanes load these bytes straight from the
-// super-block layout (matvec.cu's own Q4_0 path).
-__device__ __forceinline__ int q4_0_half_dot(uint2 w, const XHalfI8& x) {
-  int s = -8 * x.sum;
+// init + Σ level · q over this lane's half of a block of 4-bit levels, from its 8 nibble bytes
+// 8h..8h+7 (low nibbles: elements 8h+j, high: 16+8h+j; Q4_0's order, which Q4_1, Q5_0, Q5_1, Q4_K
+// and Q5_K keep on the GPU), exact.
+__device__ __forceinline__ int nibble_dot(uint2 w, const XHalfI8& x, int init) {
+  int s = init;
   s = __dp4a(int(w.x & 0x0F0F0F0Fu), int(x.q[0]), s);
   s = __dp4a(int(w.y & 0x0F0F0F0Fu), int(x.q[1]), s);
   s = __dp4a(int((w.x >> 4) & 0x0F0F0F0Fu), int(x.q[2]), s);
   s = __dp4a(int((w.y >> 4) & 0x0F0F0F0Fu), int(x.q[3]), s);
   return s;
+}
+
+// The same for 5-bit levels (Q5_0, Q5_1, Q5_K): the nibbles as nibble_dot's and each element's
+// fifth bit from `high`, which holds this half's at bits 0-7 (elements 8h..) and 16-23 (16+8h..).
+__device__ __forceinline__ int fifth_bit_dot(uint2 w, uint32_t high, const XHalfI8& x, int init) {
+  const uint32_t l0 = (w.x & 0x0F0F0F0Fu) | spread4(high) << 4;
+  const uint32_t l1 = (w.y & 0x0F0F0F0Fu) | spread4(high >> 4) << 4;
+  const uint32_t l2 = ((w.x >> 4) & 0x0F0F0F0Fu) | spread4(high >> 16) << 4;
+  const uint32_t l3 = ((w.y >> 4) & 0x0F0F0F0Fu) | spread4(high >> 20) << 4;
+  int s = init;
+  s = __dp4a(int(l0), int(x.q[0]), s);
+  s = __dp4a(int(l1), int(x.q[1]), s);
+  s = __dp4a(int(l2), int(x.q[2]), s);
+  s = __dp4a(int(l3), int(x.q[3]), s);
+  return s;
+}
+
+// Σ (level - 8) · q over this lane's half of a Q4_0 block, exact. Q4_0 lanes load their bytes
+// straight from the super-block layout (matvec.cu's own Q4_0 path).
+__device__ __forceinline__ int q4_0_half_dot(uint2 w, const XHalfI8& x) { return nibble_dot(w, x, -8 * x.sum); }
+
+// A half block with a minimum adds two terms, (scale·d_x)·Σ level·q + (bias·d_x)·Σq (Q4_1, Q5_1:
+// scale d, bias m; Q4_K, Q5_K: from the super-block header).
+__device__ __forceinline__ void add_scale_bias(int dot, float scale, float bias, const XHalfI8& x, float& acc) {
+  acc = fmaf(float(dot), __fmul_rn(scale, x.d), acc);
+  acc = fmaf(float(x.sum), __fmul_rn(bias, x.d), acc);
 }
 
 // Weights read straight into registers (matvec.cu; for rows whose super-blocks are 8-byte
@@ -90,8 +117,35 @@ __device__ __forceinline__ uint2 ld_stream_u2(const uint8_t* p) {  // p 8-byte a
   asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
   return v;
 }
+
+// Q4_1, Q5_0 and Q5_1 in their GPU layouts (quant_kernels.h, dequant_block.cuh's Planes): block s
+// of a super-block of 8. A lane's half holds its 8 nibble bytes (as Q4_0's), its block's f16 scale,
+// and Q4_1's / Q5_1's f16 minimum or Q5_0's / Q5_1's fifth bits (this half's at bits 0-7 and 16-23).
 template <GgmlType T>
-struct DirectHalf;
+struct DirectHalf {
+  static_assert(T == GgmlType::Q4_1 || T == GgmlType::Q5_0 || T == GgmlType::Q5_1);
+  using P = Planes<T>;
+  uint2 q;
+  uint32_t d;     // f16 bits
+  uint32_t m;     // f16 bits (P::kHasMin)
+  uint32_t high;  // P::kHasQh
+  __device__ static __forceinline__ DirectHalf load(const uint8_t* sb, int s, int half) {
+    DirectHalf w;
+    w.q = ld_stream_u2(sb + P::kLevels + 16 * s + 8 * half);
+    w.d = __ldg(reinterpret_cast<const unsigned short*>(sb) + s);
+    if constexpr (P::kHasMin) w.m = __ldg(reinterpret_cast<const unsigned short*>(sb + P::kM) + s);
+    if constexpr (P::kHasQh) w.high = __ldg(reinterpret_cast<const uint32_t*>(sb + P::kQh) + s) >> (8 * half);
+    return w;
+  }
+  __device__ static __forceinline__ void add(const DirectHalf& w, int, const XHalfI8& x, float& acc) {
+    if constexpr (T == GgmlType::Q5_0) {  // levels 0..31 stand for level - 16
+      acc = fmaf(float(fifth_bit_dot(w.q, w.high, x, -16 * x.sum)), __fmul_rn(h2f(w.d), x.d), acc);
+    } else {
+      const int dot = P::kHasQh ? fifth_bit_dot(w.q, w.high, x, 0) : nibble_dot(w.q, x, 0);
+      add_scale_bias(dot, h2f(w.d), h2f(w.m), x, acc);
+    }
+  }
+};
 
 // Q8_0 in its GPU layout (quant_kernels.h): block s of a 272-byte super-block of 8. A lane's half
 // holds its int8 levels 8h..8h+7 and 16+8h..16+8h+7 and the block's f16 scale; the half adds
@@ -117,15 +171,14 @@ struct DirectHalf<GgmlType::Q8_0> {
   }
 };
 
-// A Q4_K / Q5_K half block's two terms (scale·d_x)·Σ level·q + (bias·d_x)·Σq, with scale = d·sc_s
-// and bias = −dmin·m_s from the super-block's header (dequant_block.cuh's arithmetic).
+// A Q4_K / Q5_K half block's two terms with scale = d·sc_s and bias = −dmin·m_s from the
+// super-block's header (dequant_block.cuh's arithmetic).
 __device__ __forceinline__ void add_k_half(const uint4& head, int s, int dot, const XHalfI8& x, float& acc) {
   uint32_t sc, mn;
   k_header_scale_min(head.y, head.z, head.w, s, sc, mn);
   const float scale = __fmul_rn(h2f(head.x & 0xFFFFu), float(sc));
   const float bias = -__fmul_rn(h2f(head.x >> 16), float(mn));
-  acc = fmaf(float(dot), __fmul_rn(scale, x.d), acc);
-  acc = fmaf(float(x.sum), __fmul_rn(bias, x.d), acc);
+  add_scale_bias(dot, scale, bias, x, acc);
 }
 
 // Q4_K in its GPU layout (quant_kernels.h): 32-element sub-block s of a 144-byte super-block. A
@@ -143,18 +196,13 @@ struct DirectHalf<GgmlType::Q4_K> {
     return w;
   }
   __device__ static __forceinline__ void add(const DirectHalf& w, int s, const XHalfI8& x, float& acc) {
-    int dot = 0;
-    dot = __dp4a(int(w.q.x & 0x0F0F0F0Fu), int(x.q[0]), dot);
-    dot = __dp4a(int(w.q.y & 0x0F0F0F0Fu), int(x.q[1]), dot);
-    dot = __dp4a(int((w.q.x >> 4) & 0x0F0F0F0Fu), int(x.q[2]), dot);
-    dot = __dp4a(int((w.q.y >> 4) & 0x0F0F0F0Fu), int(x.q[3]), dot);
-    add_k_half(w.head, s, dot, x, acc);
+    add_k_half(w.head, s, nibble_dot(w.q, x, 0), x, acc);
   }
 };
 
 // Q5_K in its GPU layout (quant_kernels.h): Q4_K's half block plus the fifth bits of its 16
-// elements, bits 8h.. and 16+8h.. of the sub-block's word at 144 + 4s, spread to bit 4 of their
-// bytes: levels 0..31, the same two terms.
+// elements, bits 8h.. and 16+8h.. of the sub-block's word at 144 + 4s: levels 0..31, the same two
+// terms.
 template <>
 struct DirectHalf<GgmlType::Q5_K> {
   uint2 q;
@@ -168,16 +216,7 @@ struct DirectHalf<GgmlType::Q5_K> {
     return w;
   }
   __device__ static __forceinline__ void add(const DirectHalf& w, int s, const XHalfI8& x, float& acc) {
-    const uint32_t l0 = (w.q.x & 0x0F0F0F0Fu) | spread4(w.high) << 4;
-    const uint32_t l1 = (w.q.y & 0x0F0F0F0Fu) | spread4(w.high >> 4) << 4;
-    const uint32_t l2 = ((w.q.x >> 4) & 0x0F0F0F0Fu) | spread4(w.high >> 16) << 4;
-    const uint32_t l3 = ((w.q.y >> 4) & 0x0F0F0F0Fu) | spread4(w.high >> 20) << 4;
-    int dot = 0;
-    dot = __dp4a(int(l0), int(x.q[0]), dot);
-    dot = __dp4a(int(l1), int(x.q[1]), dot);
-    dot = __dp4a(int(l2), int(x.q[2]), dot);
-    dot = __dp4a(int(l3), int(x.q[3]), dot);
-    add_k_half(w.head, s, dot, x, acc);
+    add_k_half(w.head, s, fifth_bit_dot(w.q, w.high, x, 0), x, acc);
   }
 };
 

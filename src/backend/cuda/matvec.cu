@@ -14,9 +14,9 @@
 //  * x is read through L1 (it is small and every block reads it) and each 8-element slice of x is
 //    reused for all R rows from registers, which keeps L1 traffic below the weight stream's;
 //  * per chunk the lane sums q_j * x_j and applies scale (and bias * Σx) once: 1 FMA per element;
-//    Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K instead round x to int8 (int8_dot.cuh): a lane pair takes a 32-element
-//    block of the tile, its integer dot products (dp4a) scaled once per half block; the lanes of
-//    int8 lanes load their bytes straight into registers (no stage);
+//    the int8 types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K) instead round x to int8
+//    (int8_dot.cuh): a lane pair takes a 32-element block of the tile, its integer dot products
+//    (dp4a) scaled once per half block, its bytes loaded straight into registers (no stage);
 //  * lanes reduce with shuffles, warps through shared memory, in a fixed order (deterministic).
 // Fusions (MatvecFusion): the norm costs no pass of its own. W·(norm_w ⊙ x / rms(x)) is
 // (W·(norm_w ⊙ x)) / rms(x), so each x slice is multiplied by norm_w as it is loaded, Σx² is summed
@@ -66,7 +66,7 @@ template <GgmlType T, int NX = 1, bool kI8 = false>
 struct MatvecShape {
   static constexpr bool kFloat = kIsFloat<T>;
   // kI8: int8 activations (int8_dot.cuh), a lane pair takes a 32-element block of each row per tile.
-  static_assert(!kI8 || detail::kHasInt8Dot<T>, "int8 activations exist for Q4_0, Q8_0, Q4_K, Q5_K and Q6_K only");
+  static_assert(!kI8 || detail::kHasInt8Dot<T>, "int8 activations exist for detail::has_int8_dot types only");
   // Weight rows per block: each x slice a lane loads is reused for all of them, and a block keeps
   // R rows' loads in flight per warp. x (f32, read by every block) costs L1 bandwidth per weight
   // byte in inverse proportion. Float rows on the H200: 8 instead of 4 took the LFM2-1.2B BF16 decode
@@ -92,8 +92,8 @@ struct Stage {  // geometry of one row's staged tile (quant types)
   static constexpr int kSlot = kVecs * 16;
 };
 
-// Every int8 type (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K) reads its GPU layout straight into registers (no
-// stage; rows that are not 8-byte aligned decode to f32 instead). Q4_0 has its own path; the others
+// Every int8 type (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K) reads its GPU layout straight into
+// registers (no stage; rows that are not 8-byte aligned decode to f32 instead). Q4_0 has its own path; the others
 // take detail::DirectHalf. (Q8_0 and Q4_K staged their tiles through shared memory until they got
 // GPU layouts: Q4_K through DirectHalf from GGML's layout, whose packed scales each lane had to load
 // and unpack, measured slower than staged, H200 LFM2-1.2B Q4_K_M `--parallel 1` 1,365 -> 1,154; with
@@ -432,7 +432,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
                                __fmul_rn(detail::h2f(scale[r]), xq[t].d), acc[r][t]);
       }
     } else if constexpr (kDirectK<T, kI8>) {
-      // Q8_0, Q4_K, Q5_K and Q6_K (super-blocks of 8 blocks on the GPU): lane pair `blk` takes block
+      // The other int8 types (super-blocks of 8 blocks on the GPU): lane pair `blk` takes block
       // blk & 7 of super-block blk >> 3 of the tile (the same sub-block in every tile: a tile is 2
       // super-blocks), each lane one half (int8_dot.cuh), its bytes straight into registers. (H200,
       // the Q6_K 65,536 × 2048 head through shared memory: 68 µs, 40 % of 4 TB/s, no faster than

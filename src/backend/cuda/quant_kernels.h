@@ -20,27 +20,29 @@ namespace cera::cuda {
 // Q4_K, Q5_K, Q6_K.
 bool supports_weight_type(GgmlType type);
 
-// Weights live on the GPU in their GGML formats except Q4_0, whose rows are repacked into
-// super-blocks of 8 blocks, [8 f16 scales][8 × 16 bytes of nibbles] (the same 144 bytes; a row's last
-// super-block zero-padded), so that a lane loads a block's nibbles with one aligned load
-// (device_layout.cpp; docs/BENCHMARKS.md, "A GPU layout for Q4_0"); Q8_0 likewise, [8 f16
-// scales][8 × 32 int8 levels] (272 bytes; 16-byte aligned, where GGML's 34-byte blocks are only
-// 2-byte aligned); Q4_K, whose 144-byte
-// super-blocks keep their size and bytes in another order, so that a lane gets its sub-block's
-// scale and minimum with shifts of one 16-byte header load and its levels as a Q4_0 lane does:
+// Weights live on the GPU in their GGML formats except:
+// * the 32-element formats Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0, whose rows are repacked into super-blocks
+//   of 8 blocks (the same bytes; a row's last super-block zero-padded) with each field of the 8
+//   blocks in a plane of its own: the 8 f16 scales at 0, then Q4_1's / Q5_1's 8 f16 minimums at 16,
+//   Q5_0's / Q5_1's 8 words of fifth bits, then the levels (16 nibble bytes a block, 32 for Q8_0),
+//   every plane 16-byte aligned (144, 160, 176, 192 and 272 bytes; dequant_block.cuh's Planes), so
+//   that a lane loads a block's levels with one aligned load (docs/BENCHMARKS.md, "A GPU layout for
+//   Q4_0"; GGML's 18/20/22/24/34-byte blocks are only 2-byte aligned);
+// * Q4_K, whose 144-byte super-blocks keep their size and bytes in another order, so that a lane
+//   gets its sub-block's scale and minimum with shifts of one 16-byte header load and its levels as
+//   a Q4_0 lane does:
 //   bytes 0-3: f16 d, f16 dmin; then three little-endian words: bits 4s..4s+3 of the first hold
 //   the low 4 bits of sub-block s's 6-bit scale, of the second those of its minimum, and bits
 //   4s..4s+1 / 4s+2..4s+3 of the third their top 2 bits; then at 16 + 16s sub-block s's 32 levels,
 //   byte j holding element j (low nibble) and 16 + j (high) — Q4_0's order within a block; Q5_K
 //   the same in its first 144 bytes (the low 4 bits of each level) and then, at 144 + 4s, one
 //   little-endian word per sub-block whose bit j is its element j's fifth bit (176 bytes, as GGML's);
-// and Q6_K, whose 210-byte super-blocks get 6 zero bytes each, so that its lanes load their bytes
-// with 8-byte loads too.
+// * Q6_K, whose 210-byte super-blocks get 6 zero bytes each, so that its lanes load their bytes
+//   with 8-byte loads too.
 // Every kernel here reads that layout; device_row_bytes / to_device_layout make it from GGML rows
 // (the backend's upload, tests).
 size_t device_row_bytes(GgmlType type, int64_t k);
-// Whether `type` keeps its stored GGML layout on the GPU (every type but Q4_0, Q8_0, Q4_K, Q5_K and
-// Q6_K): its rows
+// Whether `type` keeps its stored GGML layout on the GPU (F32, F16, BF16, Q2_K, Q3_K): its rows
 // upload as is.
 bool keeps_stored_layout(GgmlType type);
 // n_rows GGML rows of k elements (src_row_bytes apart) into device-layout rows dst_row_bytes apart
@@ -91,15 +93,16 @@ void matvec(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_
             int64_t x_stride, int32_t n_x_rows, float* y, int64_t y_stride, cudaStream_t stream,
             const MatvecFusion& fusion = {});
 
-// Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K products round each 32-element block of x' (x, times norm_w with the norm; the
-// 1/rms(x) factor is applied to the sum) to int8 and take integer dot products (int8_dot.cuh), as
+// Products of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K weights round each 32-element block
+// of x' (x, times norm_w with the norm; the 1/rms(x) factor is applied to the sum) to int8 and take
+// integer dot products (int8_dot.cuh), as
 // llama.cpp and cera's CPU path do with quantized weights: fewer instructions per weight and 8 rows
 // per block, where decoding to f32 is limited to 4 (docs/BENCHMARKS.md has the measurements). On
 // unless the environment has CERA_MATVEC_INT8=0; matvec_int8_enable switches it process-wide (tests
 // that want exact weights, A/B benchmarks), together with the batched int8 products (mmq.h).
 void matvec_int8_enable(bool on);
 bool matvec_int8_enabled();
-// Whether matvec of `type` takes int8 activations now (enabled, and Q4_0, Q8_0, Q4_K or Q6_K).
+// Whether matvec of `type` takes int8 activations now (enabled, and one of the types above).
 bool matvec_int8_activations(GgmlType type);
 
 // Whether matvec can take Out::ShortConv for these weights (float rows must be 16-byte aligned) and
