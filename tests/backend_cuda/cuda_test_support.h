@@ -144,6 +144,19 @@ inline SubBlockQ4K k_sub_block(GgmlType type, const uint8_t* sb, int is) {
   return r;
 }
 inline SubBlockQ4K q4k_sub_block(const uint8_t* sb, int is) { return k_sub_block(GgmlType::Q4_K, sb, is); }
+// Block b of a Q4_1 or Q5_1 row (GGML's layout) in the same terms: scale = d, bias = m (w_j = d·level_j
+// + m; d·level exact in f32, the reference dequantizer rounds the sum once).
+inline SubBlockQ4K min_block(GgmlType type, const uint8_t* row, int64_t b) {
+  const bool q5 = type == GgmlType::Q5_1;
+  const uint8_t* blk = row + size_t(b) * ggml_traits(type).block_bytes;
+  SubBlockQ4K r;
+  r.scale = double(f16_to_f32(uint16_t(blk[0] | blk[1] << 8)));
+  r.bias = double(f16_to_f32(uint16_t(blk[2] | blk[3] << 8)));
+  const uint8_t* qs = blk + (q5 ? 8 : 4);
+  const uint32_t qh = q5 ? uint32_t(blk[4]) | uint32_t(blk[5]) << 8 | uint32_t(blk[6]) << 16 | uint32_t(blk[7]) << 24 : 0;
+  for (int j = 0; j < 32; ++j) r.level[j] = ((qs[j & 15] >> (j < 16 ? 0 : 4)) & 15) + 16 * int((qh >> j) & 1);
+  return r;
+}
 
 // One sequence of a test step: its tokens, past length and block table.
 struct Seq {

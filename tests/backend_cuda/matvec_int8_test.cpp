@@ -92,20 +92,6 @@ double inv_rms(const float* x, int64_t k, float eps) {
 using test::SubBlockQ4K;
 using test::k_sub_block;
 
-// Block b of a Q4_1 or Q5_1 row (GGML's layout) as a scale, a bias and 32 levels: w_j = d·level_j +
-// m (d·level exact in f32; the reference rounds the sum once).
-SubBlockQ4K min_block(GgmlType type, const uint8_t* row, int64_t b) {
-  const bool q5 = type == GgmlType::Q5_1;
-  const uint8_t* blk = row + size_t(b) * ggml_traits(type).block_bytes;
-  SubBlockQ4K r;
-  r.scale = double(f16_to_f32(uint16_t(blk[0] | blk[1] << 8)));
-  r.bias = double(f16_to_f32(uint16_t(blk[2] | blk[3] << 8)));
-  const uint8_t* qs = blk + (q5 ? 8 : 4);
-  const uint32_t qh = q5 ? uint32_t(blk[4]) | uint32_t(blk[5]) << 8 | uint32_t(blk[6]) << 16 | uint32_t(blk[7]) << 24 : 0;
-  for (int j = 0; j < 32; ++j) r.level[j] = ((qs[j & 15] >> (j < 16 ? 0 : 4)) & 15) + 16 * int((qh >> j) & 1);
-  return r;
-}
-
 // v = Σ_b dx_b Σ_j w_j q_j exactly (the products and sums of a half block are exact in double), and
 // the bound on the kernel's rounding error (see the top comment). Q4_0 / Q5_0 / Q8_0: w_j =
 // dw·level is exact in f32 and the kernel adds one term per half block. Q4_1, Q5_1, Q4_K and Q5_K:
@@ -124,7 +110,7 @@ RefDot ref_dot(GgmlType type, const uint8_t* raw /* GGML row */, const float* w,
   for (int64_t b = 0; b < k / 32; ++b) {
     SubBlockQ4K sub{};
     if (k_min) sub = k_sub_block(type, raw + (b / 8) * ggml_traits(type).block_bytes, int(b % 8));
-    if (block_min) sub = min_block(type, raw, b);
+    if (block_min) sub = test::min_block(type, raw, b);
     for (int h = 0; h < 2; ++h) {
       double s = 0, s1 = 0, s2 = 0;
       for (int run = 0; run < 2; ++run)

@@ -1,4 +1,5 @@
-// cuda::mmq (Q4_0, Q8_0, Q4_K, Q5_K and Q6_K weights × int8-rounded x on the int8 tensor cores) against a
+// cuda::mmq (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K weights × int8-rounded x on the int8
+// tensor cores) against a
 // double-precision host reference: the scalar dequantizer's weights (format/quant.h) and x
 // rounded as the kernel specifies (int8_dot.cuh: per 32 elements d = max|x|/127 in f32, id = 1/d in
 // f32, q = x·id rounded once to nearest even), so the int8 values and scales are the kernel's bit
@@ -7,12 +8,13 @@
 // Bound. The exact result is v = Σ_b c_b · s_b over the weights' scale blocks b (Q4_0, Q8_0: 32 elements,
 // c_b = dw_b · dx_b; Q6_K: 16, c_b = d · scale_b · dx_b, d · scale_b exact in f32) with s_b the exact
 // integer sum of block b. The kernel rounds c_b once, adds s_b · c_b into a lane accumulator with
-// one fma per block (at most n_b = k/32 per warp for Q4_0 and Q8_0, k/16 for Q6_K), adds 4 warps' sums in a
+// one fma per block (at most n_b = k/32 per warp for Q4_0, Q5_0 and Q8_0, k/16 for Q6_K), adds 4 warps' sums in a
 // row, multiplies by alpha and adds beta·y with an fma: at most n_b + 7 roundings on any path, so
 //   |y_gpu − y| ≤ (n_b + 8) · 2^-24 · |alpha| · Σ_b |c_b · s_b| + 2^-23 · (|beta · y0| + |y|).
-// Q4_K's and Q5_K's blocks add two terms each, d·scale·dx · Σ level·q and −dmin·min · (dx·Σq) (n_b =
-// k/16 terms; both magnitudes in the sum). Q4_0's and Q8_0's reference weights dw · level are exact
-// in f32, Q4_K's and Q5_K's are decoded from the GGML bytes here; Q6_K's d · scale · (level − 32) are rounded once each, which adds
+// Q4_1's, Q5_1's, Q4_K's and Q5_K's blocks add two terms each, scale·dx · Σ level·q and bias · (dx·Σq)
+// (Q4_1, Q5_1: d and m; Q4_K, Q5_K: d·scale and −dmin·min; n_b = k/16 terms; both magnitudes in the
+// sum). Q4_0's, Q5_0's and Q8_0's reference weights dw · level are exact in f32, the two-term types'
+// scales and biases are decoded from the GGML bytes here; Q6_K's d · scale · (level − 32) are rounded once each, which adds
 // 2^-24 · |alpha| · Σ_j |w_j · q_j · dx_j|.
 // A wrong nibble, scale, x block, row or token moves a result by far more than that.
 //
@@ -79,9 +81,11 @@ QuantX quantize_row(const float* x, int64_t k) {
 void run_case(const Case& c, uint32_t seed) {
   SCOPED_TRACE(describe(c));
   const int64_t k = c.k, xs = k + 8, ys = c.n_rows + 3;  // strided rows; y padding must stay untouched
-  // Q4_K, Q5_K: rows shifted off zero, so minimums and scales both matter.
+  // The types with minimums: rows shifted off zero, so minimums and scales both matter.
   const bool k_min = c.type == GgmlType::Q4_K || c.type == GgmlType::Q5_K;
-  const test::RandomWeights w = test::random_weights(c.type, c.n_rows, k, 16, seed, {3, k_min, 0x5A});
+  const bool block_min = c.type == GgmlType::Q4_1 || c.type == GgmlType::Q5_1;
+  const bool two_terms = k_min || block_min;
+  const test::RandomWeights w = test::random_weights(c.type, c.n_rows, k, 16, seed, {3, two_terms, 0x5A});
   std::mt19937 rng(seed + 1000);
   std::vector<float> x(size_t(c.n_x * xs), 0.0f);
   for (int64_t t = 0; t < c.n_x; ++t) {
@@ -132,18 +136,19 @@ void run_case(const Case& c, uint32_t seed) {
         continue;
       }
       const int block = c.type == GgmlType::Q6_K ? 16 : 32;  // elements a weight scale covers
-      const int64_t terms = c.type == GgmlType::Q4_0 || c.type == GgmlType::Q8_0 ? k / 32 : k / 16;
+      const int64_t terms = two_terms || c.type == GgmlType::Q6_K ? k / 16 : k / 32;
       double v = 0, mag = 0, ref_err = 0;
-      for (int64_t b = 0; k_min && b < k / 32; ++b) {
+      for (int64_t b = 0; two_terms && b < k / 32; ++b) {
         const test::SubBlockQ4K sub =
-            test::k_sub_block(c.type, w.stored_row(n) + size_t(b / 8) * ggml_traits(c.type).block_bytes, int(b % 8));
+            k_min ? test::k_sub_block(c.type, w.stored_row(n) + size_t(b / 8) * ggml_traits(c.type).block_bytes, int(b % 8))
+                  : test::min_block(c.type, w.stored_row(n), b);
         double s1 = 0, s2 = 0;  // Σ level·q, Σ q
         for (int j = 0; j < 32; ++j) s1 += double(sub.level[j]) * qx.q[size_t(32 * b + j)], s2 += qx.q[size_t(32 * b + j)];
         const double dx = qx.d[size_t(b)];
         v += (sub.scale * s1 + sub.bias * s2) * dx;
         mag += (std::fabs(sub.scale * s1) + std::fabs(sub.bias * s2)) * dx;
       }
-      for (int64_t b = 0; !k_min && b < k / block; ++b) {
+      for (int64_t b = 0; !two_terms && b < k / block; ++b) {
         double s = 0;  // Σ w·q over the block, exact
         const double dx = qx.d[size_t(b * block / 32)];
         for (int j = 0; j < block; ++j) {
@@ -154,7 +159,7 @@ void run_case(const Case& c, uint32_t seed) {
         v += s * dx;
         mag += std::fabs(s * dx);
       }
-      if (c.type != GgmlType::Q6_K) ref_err = 0;  // Q4_0's and Q8_0's reference weights are exact
+      if (c.type != GgmlType::Q6_K) ref_err = 0;  // Q4_0's, Q5_0's and Q8_0's reference weights are exact
       const double y_in = c.beta != 0.0f ? double(y0[size_t(t * ys + n)]) : 0.0;
       const double want = double(c.alpha) * v + double(c.beta) * y_in;
       const double bound = double(terms + 8) * std::ldexp(std::fabs(double(c.alpha)) * mag, -24) +
@@ -171,15 +176,15 @@ void run_case(const Case& c, uint32_t seed) {
 }
 
 // Every type; row counts with tail row groups (not a multiple of 16 or 32), k of one super-block
-// (three warps idle), a partial last Q4_0 / Q8_0 super-block (k = 288, 2080), up to 22 super-blocks (5.5 a
-// warp), and every
+// (three warps idle), a partial last super-block of the 32-element formats (k = 288, 896, 2080), up to
+// 22 super-blocks (5.5 a warp), and every
 // tile shape: 1-8 rows of x (one token group), 9-16, and 17-128 (groups of 32, a last block of
 // x rows with 1-4 groups, rows of x not a multiple of 8); f32 and f16 x; store, scaled store and
 // residual accumulate (beta = 1).
 TEST(Mmq, MatchesReference) {
   CERA_REQUIRE_CUDA();
   const GgmlType q4 = GgmlType::Q4_0, q6 = GgmlType::Q6_K, qk = GgmlType::Q4_K, q8 = GgmlType::Q8_0,
-                 q5 = GgmlType::Q5_K;
+                 q5 = GgmlType::Q5_K, q41 = GgmlType::Q4_1, q50 = GgmlType::Q5_0, q51 = GgmlType::Q5_1;
   const Case cases[] = {
       {q4, 80, 256, 1, false, 1.0f, 0.0f},      {q4, 256, 512, 3, true, 1.0f, 0.0f},
       {q4, 64, 288, 8, false, 1.0f, 0.0f},      {q4, 130, 2048, 13, false, -0.75f, 1.0f},
@@ -200,6 +205,14 @@ TEST(Mmq, MatchesReference) {
       {q5, 80, 256, 1, false, 1.0f, 0.0f},      {q5, 200, 2048, 8, true, 1.0f, 0.0f},
       {q5, 130, 1024, 13, false, -0.75f, 1.0f}, {q5, 48, 1536, 16, true, 1.0f, 0.0f},
       {q5, 96, 768, 33, false, 1.0f, 0.0f},     {q5, 33, 5632, 100, true, 0.5f, 1.0f},
+      {q41, 80, 256, 1, false, 1.0f, 0.0f},     {q41, 64, 288, 8, true, 1.0f, 0.0f},
+      {q41, 130, 896, 13, false, -0.75f, 1.0f}, {q41, 40, 2080, 100, false, 2.0f, 0.0f},
+      {q50, 80, 256, 1, false, 1.0f, 0.0f},     {q50, 64, 288, 8, true, 1.0f, 0.0f},
+      {q50, 130, 896, 13, false, -0.75f, 1.0f}, {q50, 48, 1024, 16, true, 1.0f, 0.0f},
+      {q50, 40, 2080, 100, false, 2.0f, 0.0f},  {q50, 33, 4864, 32, true, 0.5f, 1.0f},
+      {q51, 80, 256, 1, false, 1.0f, 0.0f},     {q51, 64, 288, 8, true, 1.0f, 0.0f},
+      {q51, 130, 896, 13, false, -0.75f, 1.0f}, {q51, 96, 768, 33, false, 1.0f, 0.0f},
+      {q51, 33, 5632, 100, true, 0.5f, 1.0f},
   };
   uint32_t seed = 11;
   for (const Case& c : cases) {
@@ -213,7 +226,10 @@ TEST(Mmq, RejectsWhatItCannotRun) {
   CERA_REQUIRE_CUDA();
   DevBuf w(4096), x(4096), y(4096), scratch(cuda::mmq_scratch_bytes(8, 256));
   ASSERT_TRUE(w.p && x.p && y.p && scratch.p);
-  EXPECT_FALSE(cuda::mmq_supported(GgmlType::Q4_1, w.p, 160));
+  EXPECT_TRUE(cuda::mmq_supported(GgmlType::Q4_1, w.p, 160));
+  EXPECT_FALSE(cuda::mmq_supported(GgmlType::Q5_0, w.as<uint8_t>() + 8, 176));
+  EXPECT_FALSE(cuda::mmq_supported(GgmlType::Q3_K, w.p, 112));
+  EXPECT_FALSE(cuda::mmq_supported(GgmlType::BF16, w.p, 512));
   EXPECT_TRUE(cuda::mmq_supported(GgmlType::Q8_0, w.p, 272));
   EXPECT_TRUE(cuda::mmq_supported(GgmlType::Q5_K, w.p, 176));
   EXPECT_FALSE(cuda::mmq_supported(GgmlType::Q5_K, w.as<uint8_t>() + 8, 176));
@@ -226,7 +242,8 @@ TEST(Mmq, RejectsWhatItCannotRun) {
   auto run = [&](GgmlType type, int64_t k, int64_t n_x) {
     cuda::mmq(type, w.p, 4, k, 144, x.p, false, k, n_x, y.as<float>(), 4, 1.0f, 0.0f, scratch.p, nullptr);
   };
-  EXPECT_THROW(run(GgmlType::Q4_1, 256, 1), Error);
+  EXPECT_THROW(run(GgmlType::Q3_K, 256, 1), Error);
+  EXPECT_THROW(run(GgmlType::Q5_1, 256, 1), Error);  // 144-byte rows are shorter than a 192-byte super-block
   EXPECT_THROW(run(GgmlType::Q8_0, 256, 1), Error);  // 144-byte rows are shorter than a 272-byte super-block
   EXPECT_THROW(run(GgmlType::Q4_0, 256, 0), Error);
   EXPECT_THROW(run(GgmlType::Q4_0, 256, cuda::kMmqMaxRows + 1), Error);

@@ -10,7 +10,8 @@
 //     fragments with one conflict-free 8-byte load per lane.
 //  2. mmq_kernel: a block owns 16·MF weight rows and BT rows of x; its 4 warps split the
 //     super-blocks of k (warp w takes w, w + 4, ...), each streaming its weights' super-blocks
-//     (GPU layout: Q4_0 and Q4_K 144 bytes, Q5_K 176, Q6_K 216, Q8_0 272) and its x chunks through a
+//     (GPU layout: Q4_0 and Q4_K 144 bytes, Q4_1 160, Q5_0 and Q5_K 176, Q5_1 192, Q6_K 216, Q8_0 272)
+//     and its x chunks through a
 //     private cp.async pipeline
 //     of shared-memory stages, then the warps' sums are added in shared memory in a fixed order
 //     (results do not depend on timing). The MMA's accumulator starts at the bits of 1.5·2^23, so
@@ -20,12 +21,14 @@
 //     * Q4_0, per 32-element block: one m16n8k32 MMA per 16 rows and 8 rows of x. Its A fragment
 //       (lane 4g + i: elements 4i..4i+3 and 16+4i.. of rows g and g + 8) is exactly one 32-bit word
 //       of a row's nibbles, low nibbles for elements 4i.., high for 16+4i.. (GGML's nibble order),
-//       centred to level - 8 in int8 with two integer ops. Q8_0 the same, its fragment words the
-//       stored int8 levels 4i.. and 16+4i.. of a block.
+//       centred to level - 8 in int8 with two integer ops. Q5_0 the same with each level's fifth bit
+//       (from its block's word of them) moved to bit 4 of its byte, centred to level - 16. Q8_0 the
+//       same, its fragment words the stored int8 levels 4i.. and 16+4i.. of a block.
 //     * Q4_K, per 32-element sub-block: one m16n8k32 MMA of its unsigned nibbles (in its GPU layout a
 //       sub-block's levels are ordered as a Q4_0 block's, so the A fragment is read the same way),
 //       scaled by d · scale, minus dmin · min times the x block's d·Σq. Q5_K the same with each
-//       level's fifth bit (from its sub-block's word of them) moved to bit 4 of its byte.
+//       level's fifth bit (from its sub-block's word of them) moved to bit 4 of its byte. Q4_1 and Q5_1
+//       as Q4_K and Q5_K, with their block's d and m for scale and minimum.
 //     * Q6_K, whose scales cover 16 elements: one m16n8k16 MMA per 16-element sub-block (lane
 //       4g + i: elements 4i..4i+3), its 6-bit levels assembled from one word of ql and one of qh,
 //       the B fragment the matching half of the x block's (the chunk's first word for elements
@@ -130,6 +133,26 @@ struct MmqWeights<GgmlType::Q8_0> {
   static constexpr int kCopy = 16;
   static constexpr int kStride = 272;  // 68 words
 };
+// Q4_1, Q5_0 and Q5_1 (GPU layout: planes of d, m, qh, levels; dequant_block.cuh's Planes): strides
+// padded where 160 / 192 bytes would put rows 8 or 16 words apart mod 32.
+template <>
+struct MmqWeights<GgmlType::Q4_1> {
+  static constexpr int kBytes = 160;
+  static constexpr int kCopy = 16;
+  static constexpr int kStride = 176;  // 44 words: 12 mod 32
+};
+template <>
+struct MmqWeights<GgmlType::Q5_0> {
+  static constexpr int kBytes = 176;
+  static constexpr int kCopy = 16;
+  static constexpr int kStride = 176;
+};
+template <>
+struct MmqWeights<GgmlType::Q5_1> {
+  static constexpr int kBytes = 192;
+  static constexpr int kCopy = 16;
+  static constexpr int kStride = 208;  // 52 words: 20 mod 32
+};
 template <>
 struct MmqWeights<GgmlType::Q5_K> {
   static constexpr int kBytes = 176;  // Q4_K's 144 (GPU layout), then 8 words of fifth bits
@@ -155,8 +178,10 @@ struct MmqTile {
   static constexpr int kRows = 16 * MF;  // weight rows per block
   static constexpr int kGroups = BT / 8;  // token groups per block (one MMA n-fragment each)
   static constexpr int kWBytes = kRows * Wt::kStride;
-  // Of a chunk, what T reads (the d·Σq only the K-quants' minimums need).
-  static constexpr int kXBytes = T == GgmlType::Q4_K || T == GgmlType::Q5_K ? kChunkBytes : kChunkSumsAt;
+  // Of a chunk, what T reads (the d·Σq only the minimums of Q4_1, Q5_1, Q4_K and Q5_K need).
+  static constexpr bool kHasBias =
+      T == GgmlType::Q4_1 || T == GgmlType::Q5_1 || T == GgmlType::Q4_K || T == GgmlType::Q5_K;
+  static constexpr int kXBytes = kHasBias ? kChunkBytes : kChunkSumsAt;
   static constexpr int kStageBytes = kWBytes + kGroups * kXBytes;
   // Super-blocks in flight per warp: enough to cover load latency, few enough for 2-4 blocks an SM.
   static constexpr int kStages = BT <= 16 ? 3 : 2;
@@ -168,7 +193,8 @@ struct MmqTile {
 
 // Four nibble levels (0..15, one a byte) as int8 level - 8: (n + 0x78) ^ 0x80 per byte, no carries.
 __device__ __forceinline__ uint32_t centre_nibbles(uint32_t n) { return (n + 0x78787878u) ^ 0x80808080u; }
-// Four 6-bit levels (0..63) as int8 level - 32, the same way.
+// Four 5-bit levels (0..31) as int8 level - 16, and 6-bit ones (0..63) as level - 32, the same way.
+__device__ __forceinline__ uint32_t centre_5bit(uint32_t n) { return (n + 0x70707070u) ^ 0x80808080u; }
 __device__ __forceinline__ uint32_t centre_6bit(uint32_t n) { return (n + 0x60606060u) ^ 0x80808080u; }
 
 // c = 1.5·2^23 + a·b (int bits; see the top): one m16n8k32 int8 MMA ...
@@ -193,13 +219,31 @@ __device__ __forceinline__ void add_scaled(float (&acc)[4], const int (&c)[4], f
   acc[3] = fmaf(__int_as_float(c[3]) - kMmaBias, w1 * dx.y, acc[3]);
 }
 
+// The A fragment's two words of a nibble format's row for block (or sub-block) s: lane 4g + i takes
+// elements 4i..4i+3 (low nibbles of the block's level word i) and 16+4i..16+4i+3 (its high nibbles),
+// as unsigned levels, with bit 4 of each byte from the block's word of fifth bits (Q5_0, Q5_1, Q5_K).
+template <GgmlType T>
+__device__ __forceinline__ void nibble_levels(const uint8_t* row, int s, int i4, uint32_t& lo, uint32_t& hi) {
+  constexpr bool kK = T == GgmlType::Q4_K || T == GgmlType::Q5_K;
+  constexpr int kLevels = kK ? 16 : detail::Planes<T>::kLevels;
+  const uint32_t q = *reinterpret_cast<const uint32_t*>(row + kLevels + 16 * s + 4 * i4);
+  lo = q & 0x0F0F0F0Fu;
+  hi = (q >> 4) & 0x0F0F0F0Fu;
+  if constexpr (T == GgmlType::Q5_0 || T == GgmlType::Q5_1 || T == GgmlType::Q5_K) {
+    const int at = T == GgmlType::Q5_K ? 144 : detail::Planes<T>::kQh;
+    const uint32_t high = *reinterpret_cast<const uint32_t*>(row + at + 4 * s);
+    lo |= detail::spread4(high >> (4 * i4)) << 4;
+    hi |= detail::spread4(high >> (16 + 4 * i4)) << 4;
+  }
+}
+
 // The products of 32-element block s of one staged super-block into acc (see the top).
 template <GgmlType T, int BT, int MF>
 __device__ __forceinline__ void mmq_block(const uint8_t* st, int s, int groups, int g, int i4, int lane,
                                           float (&acc)[MF][BT / 8][4]) {
   using S = MmqTile<T, BT, MF>;
   constexpr int kStride = S::Wt::kStride;
-  if constexpr (T == GgmlType::Q4_0 || T == GgmlType::Q8_0) {
+  if constexpr (T == GgmlType::Q4_0 || T == GgmlType::Q8_0 || T == GgmlType::Q5_0) {
     uint32_t a[MF][4];
     float dw[MF][2];
 #pragma unroll
@@ -213,6 +257,14 @@ __device__ __forceinline__ void mmq_block(const uint8_t* st, int s, int groups, 
         a[m][1] = centre_nibbles(w1 & 0x0F0F0F0Fu);
         a[m][2] = centre_nibbles((w0 >> 4) & 0x0F0F0F0Fu);
         a[m][3] = centre_nibbles((w1 >> 4) & 0x0F0F0F0Fu);
+      } else if constexpr (T == GgmlType::Q5_0) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          uint32_t lo, hi;
+          nibble_levels<T>(r ? r1 : r0, s, i4, lo, hi);
+          a[m][r] = centre_5bit(lo);
+          a[m][2 + r] = centre_5bit(hi);
+        }
       } else {  // Q8_0: the fragment's words are the levels as stored
         const uint8_t* q0 = r0 + 16 + 32 * s + 4 * i4;
         const uint8_t* q1 = r1 + 16 + 32 * s + 4 * i4;
@@ -237,29 +289,28 @@ __device__ __forceinline__ void mmq_block(const uint8_t* st, int s, int groups, 
         add_scaled(acc[m][j], c, dw[m][0], dw[m][1], dx);
       }
     }
-  } else if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K) {
-    // Sub-block s (GPU layout, quant_kernels.h): its 6-bit scale and minimum from the header words,
-    // its levels the nibbles of 16 bytes in Q4_0's order, so the A fragment is read as Q4_0's.
+  } else if constexpr (S::kHasBias) {
+    // Unsigned levels with a scale and a bias per 32 elements: Q4_1 / Q5_1 (d and m of block s) and
+    // Q4_K / Q5_K (sub-block s: d·scale and −dmin·minimum from the header words; in their GPU layout
+    // a sub-block's levels are ordered as a Q4_0 block's, so the A fragment is read the same way).
     uint32_t a[MF][4];
-    float dsc[MF][2], dmn[MF][2];  // d·scale and dmin·minimum of rows g and g + 8 (exact in f32)
+    float sc[MF][2], bias[MF][2];  // of rows g and g + 8 (exact in f32)
 #pragma unroll
     for (int m = 0; m < MF; ++m)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const uint8_t* row = st + (16 * m + g + 8 * r) * kStride;
-        const uint32_t* head = reinterpret_cast<const uint32_t*>(row);
-        uint32_t sc, mn;
-        detail::k_header_scale_min(head[1], head[2], head[3], s, sc, mn);
-        dsc[m][r] = __half2float(*reinterpret_cast<const __half*>(row)) * float(sc);
-        dmn[m][r] = __half2float(*reinterpret_cast<const __half*>(row + 2)) * float(mn);
-        const uint32_t q = *reinterpret_cast<const uint32_t*>(row + 16 + 16 * s + 4 * i4);
-        a[m][r] = q & 0x0F0F0F0Fu;
-        a[m][2 + r] = (q >> 4) & 0x0F0F0F0Fu;
-        if constexpr (T == GgmlType::Q5_K) {  // fifth bits of elements 4i.. and 16 + 4i.. to bit 4 of their bytes
-          const uint32_t high = *reinterpret_cast<const uint32_t*>(row + 144 + 4 * s);
-          a[m][r] |= detail::spread4(high >> (4 * i4)) << 4;
-          a[m][2 + r] |= detail::spread4(high >> (16 + 4 * i4)) << 4;
+        if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K) {
+          const uint32_t* head = reinterpret_cast<const uint32_t*>(row);
+          uint32_t scale, mn;
+          detail::k_header_scale_min(head[1], head[2], head[3], s, scale, mn);
+          sc[m][r] = __half2float(*reinterpret_cast<const __half*>(row)) * float(scale);
+          bias[m][r] = -(__half2float(*reinterpret_cast<const __half*>(row + 2)) * float(mn));
+        } else {
+          sc[m][r] = __half2float(*reinterpret_cast<const __half*>(row + 2 * s));
+          bias[m][r] = __half2float(*reinterpret_cast<const __half*>(row + detail::Planes<T>::kM + 2 * s));
         }
+        nibble_levels<T>(row, s, i4, a[m][r], a[m][2 + r]);
       }
 #pragma unroll
     for (int j = 0; j < S::kGroups; ++j) {
@@ -272,11 +323,11 @@ __device__ __forceinline__ void mmq_block(const uint8_t* st, int s, int groups, 
       for (int m = 0; m < MF; ++m) {
         int c[4];
         mma_k32_biased(c, a[m], b.x, b.y);
-        add_scaled(acc[m][j], c, dsc[m][0], dsc[m][1], dx);
-        acc[m][j][0] = fmaf(-dmn[m][0], xs.x, acc[m][j][0]);
-        acc[m][j][1] = fmaf(-dmn[m][0], xs.y, acc[m][j][1]);
-        acc[m][j][2] = fmaf(-dmn[m][1], xs.x, acc[m][j][2]);
-        acc[m][j][3] = fmaf(-dmn[m][1], xs.y, acc[m][j][3]);
+        add_scaled(acc[m][j], c, sc[m][0], sc[m][1], dx);
+        acc[m][j][0] = fmaf(bias[m][0], xs.x, acc[m][j][0]);
+        acc[m][j][1] = fmaf(bias[m][0], xs.y, acc[m][j][1]);
+        acc[m][j][2] = fmaf(bias[m][1], xs.x, acc[m][j][2]);
+        acc[m][j][3] = fmaf(bias[m][1], xs.y, acc[m][j][3]);
       }
     }
   } else {
@@ -454,10 +505,15 @@ void launch_for_rows(const uint8_t* w, int64_t n_rows, int32_t n_sb, size_t row_
 }  // namespace
 
 bool mmq_supported(GgmlType type, const void* w, size_t row_bytes) {
-  const size_t align = type == GgmlType::Q4_0 || type == GgmlType::Q8_0 || type == GgmlType::Q4_K ||
-                               type == GgmlType::Q5_K
-                           ? 16
-                           : type == GgmlType::Q6_K ? 8 : 0;  // kCopy
+  size_t align = 0;  // kCopy
+  switch (type) {
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0:
+    case GgmlType::Q4_K: case GgmlType::Q5_K:
+      align = 16;
+      break;
+    case GgmlType::Q6_K: align = 8; break;
+    default: break;
+  }
   return align != 0 && reinterpret_cast<uintptr_t>(w) % align == 0 && row_bytes % align == 0;
 }
 
@@ -476,17 +532,29 @@ void mmq(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_byt
          int64_t x_stride, int64_t n_x_rows, float* y, int64_t y_stride, float alpha, float beta, void* scratch,
          cudaStream_t stream) {
   if (!mmq_supported(type, w, row_bytes))
-    throw Error(ErrorCode::Unsupported, "cuda mmq: weights must be Q4_0, Q8_0, Q4_K or Q5_K (16-byte aligned rows) or Q6_K "
-                                        "(8-byte aligned rows), not " + std::string(ggml_type_name(type)));
+    throw Error(ErrorCode::Unsupported, "cuda mmq: weights must be Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K or Q5_K "
+                                        "(16-byte aligned rows) or Q6_K (8-byte aligned rows), not " +
+                                            std::string(ggml_type_name(type)));
   if (n_x_rows < 1 || n_x_rows > kMmqMaxRows)
     throw Error(ErrorCode::InvalidArgument, "cuda mmq: n_x_rows must be 1.." + std::to_string(kMmqMaxRows));
-  const int64_t k_unit = type == GgmlType::Q4_0 || type == GgmlType::Q8_0 ? 32 : 256;  // K-quant rows are whole super-blocks
+  const int64_t k_unit = ggml_traits(type).block_elems;  // the K-quants' rows are whole super-blocks
   if (k <= 0 || k % k_unit != 0)
     throw Error(ErrorCode::InvalidArgument, "cuda mmq: k must be a positive multiple of " + std::to_string(k_unit));
-  const size_t super_bytes = type == GgmlType::Q6_K   ? MmqWeights<GgmlType::Q6_K>::kBytes
-                            : type == GgmlType::Q8_0 ? MmqWeights<GgmlType::Q8_0>::kBytes
-                            : type == GgmlType::Q5_K ? MmqWeights<GgmlType::Q5_K>::kBytes
-                                                     : MmqWeights<GgmlType::Q4_0>::kBytes;  // Q4_K: as Q4_0
+  size_t super_bytes = 0;  // the GPU layout's, kSuperElems elements
+  switch (type) {
+#define CERA_MMQ_BYTES(T) \
+  case GgmlType::T: super_bytes = MmqWeights<GgmlType::T>::kBytes; break;
+    CERA_MMQ_BYTES(Q4_0)
+    CERA_MMQ_BYTES(Q4_1)
+    CERA_MMQ_BYTES(Q5_0)
+    CERA_MMQ_BYTES(Q5_1)
+    CERA_MMQ_BYTES(Q8_0)
+    CERA_MMQ_BYTES(Q4_K)
+    CERA_MMQ_BYTES(Q5_K)
+    CERA_MMQ_BYTES(Q6_K)
+#undef CERA_MMQ_BYTES
+    default: break;
+  }
   if (row_bytes < size_t(n_supers(k)) * super_bytes)
     throw Error(ErrorCode::InvalidArgument, "cuda mmq: rows are shorter than their k elements");
   if (n_rows <= 0) return;
@@ -502,16 +570,21 @@ void mmq(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_byt
                n_x_rows, k, n_sb, n_threads, xq);
   CERA_CUDA_CHECK_LAUNCH();
   const auto* wb = static_cast<const uint8_t*>(w);
-  if (type == GgmlType::Q4_0)
-    launch_for_rows<GgmlType::Q4_0>(wb, n_rows, n_sb, row_bytes, xq, n_x_rows, y, y_stride, alpha, beta, stream);
-  else if (type == GgmlType::Q8_0)
-    launch_for_rows<GgmlType::Q8_0>(wb, n_rows, n_sb, row_bytes, xq, n_x_rows, y, y_stride, alpha, beta, stream);
-  else if (type == GgmlType::Q4_K)
-    launch_for_rows<GgmlType::Q4_K>(wb, n_rows, n_sb, row_bytes, xq, n_x_rows, y, y_stride, alpha, beta, stream);
-  else if (type == GgmlType::Q5_K)
-    launch_for_rows<GgmlType::Q5_K>(wb, n_rows, n_sb, row_bytes, xq, n_x_rows, y, y_stride, alpha, beta, stream);
-  else
-    launch_for_rows<GgmlType::Q6_K>(wb, n_rows, n_sb, row_bytes, xq, n_x_rows, y, y_stride, alpha, beta, stream);
+  switch (type) {
+#define CERA_MMQ_CASE(T) \
+  case GgmlType::T:      \
+    launch_for_rows<GgmlType::T>(wb, n_rows, n_sb, row_bytes, xq, n_x_rows, y, y_stride, alpha, beta, stream); break;
+    CERA_MMQ_CASE(Q4_0)
+    CERA_MMQ_CASE(Q4_1)
+    CERA_MMQ_CASE(Q5_0)
+    CERA_MMQ_CASE(Q5_1)
+    CERA_MMQ_CASE(Q8_0)
+    CERA_MMQ_CASE(Q4_K)
+    CERA_MMQ_CASE(Q5_K)
+    CERA_MMQ_CASE(Q6_K)
+#undef CERA_MMQ_CASE
+    default: break;  // mmq_supported said no above
+  }
   CERA_CUDA_CHECK_LAUNCH();
 }
 

@@ -3,12 +3,12 @@
 //
 // Why: the GEMM path dequantizes a whole weight to f16 before cuBLAS, which for a Q4_0 matrix reads
 // its 0.56 bytes a weight, writes 2 and reads 2 again: at a decode batch of 8 sequences that is
-// most of a step. Here the weights are read once, as stored (the Q4_0, Q8_0, Q4_K, Q5_K and Q6_K GPU
-// layouts of quant_kernels.h: the Q4_0, Q8_0, Q4_K_M and Q5_K_M mixes, whose LM head and some layers
-// are Q6_K), and x is rounded to int8 per 32 elements, as the int8 matvec and llama.cpp do
-// (int8_dot.cuh has the rounding): one int8 MMA per block of 16 weight rows and 8 rows of x that
-// share a weight scale (Q4_0, Q8_0, Q4_K, Q5_K: 32 elements, Q6_K: 16), its integer sum scaled once
-// by the two blocks' scales.
+// most of a step. Here the weights are read once, as stored (the GPU layouts of quant_kernels.h of
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K: the Q4_0, Q8_0, Q4_K_M and Q5_K_M mixes, whose
+// LM head and some layers are Q6_K, and where k is no multiple of 256 Q5_0 / Q5_1), and x is rounded
+// to int8 per 32 elements, as the int8 matvec and llama.cpp do (int8_dot.cuh has the rounding): one
+// int8 MMA per block of 16 weight rows and 8 rows of x that share a weight scale (32 elements; Q6_K
+// 16), its integer sum scaled once by the two blocks' scales (and a minimum times x's Σ).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -27,8 +27,8 @@ namespace cera::cuda {
 inline constexpr int64_t kMmqMaxRows = 128;
 inline constexpr int64_t kMmqDefaultRows = 32;
 
-// Whether mmq() takes these weights: Q4_0, Q8_0, Q4_K or Q5_K rows 16-byte aligned, or Q6_K rows
-// 8-byte aligned (the backend's always are).
+// Whether mmq() takes these weights: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K or Q5_K rows 16-byte aligned,
+// or Q6_K rows 8-byte aligned (the backend's always are).
 bool mmq_supported(GgmlType type, const void* w, size_t row_bytes);
 // The rows of x up to which the backend takes mmq(): kMmqDefaultRows, or CERA_CUDA_MMQ_ROWS=N (at most
 // kMmqMaxRows; 0: never; read per call, for A/B runs and tests). Only with int8 activations on
