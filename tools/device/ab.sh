@@ -4,7 +4,8 @@
 # ROUNDS times (default 2), in one machine start: how BENCHMARKS.md's before/after tables are made.
 # Usage (after `CERA_PACK_OLD=path/to/old/cera tools/device/pack.sh none` on the dev machine):
 #   tools/device/ab.sh OUT [SHAPE:TYPE ...]
-# SHAPE: lfm2-1.2b, lfm2-350m (cera-synth) or llama-3.2-1b, qwen3-0.6b (random_model.py); TYPE: BF16
+# SHAPE: lfm2-1.2b, lfm2-350m (cera-synth), llama-3.2-1b, qwen3-0.6b (random_model.py) or
+# qwen2.5-0.5b (random_qwen2.py); TYPE: BF16
 # or anything `cera quantize` takes. Default: lfm2-1.2b:BF16 lfm2-1.2b:Q4_0 qwen3-0.6b:BF16
 # llama-3.2-1b:BF16. Models are kept in /tmp/ab between calls to a warm machine.
 set -uo pipefail
@@ -25,6 +26,9 @@ model() {  # SHAPE TYPE -> the GGUF's path, made once
   if [ ! -f "$bf16" ]; then
     case "$shape" in
       lfm2-*) timeout 120 cera-synth --shape "$shape" --type bf16 -o "$bf16" >/dev/null 2>&1 ;;
+      qwen2.5-0.5b) timeout 200 python3 tools/device/random_qwen2.py "/tmp/ab/hf-$shape" >/dev/null 2>&1 &&
+           timeout 120 cera convert "/tmp/ab/hf-$shape" -o "$bf16" --type bf16 >/dev/null 2>&1 &&
+           rm -rf "/tmp/ab/hf-$shape" ;;
       *) timeout 200 python3 .device/tools/random_model.py "$shape" "/tmp/ab/hf-$shape" >/dev/null 2>&1 &&
            timeout 120 cera convert "/tmp/ab/hf-$shape" -o "$bf16" --type bf16 >/dev/null 2>&1 &&
            rm -rf "/tmp/ab/hf-$shape" ;;
