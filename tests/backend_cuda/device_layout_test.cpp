@@ -4,8 +4,10 @@
 // zero-padded; Q4_1, Q5_0, Q5_1 and Q8_0 likewise, each field in its plane (quant_kernels.h), and
 // every element read back by that description must equal the scalar dequantizer's; a Q4_K or Q5_K
 // super-block keeps its 144 / 176 bytes, reordered as quant_kernels.h describes (read back here by that description
-// and checked against the scalar dequantizer of the GGML row); a Q6_K super-block (210 bytes) must
-// land at 216·b with 6 zero bytes after it; other types are copied as stored. The kernels that read
+// and checked against the scalar dequantizer of the GGML row); a Q2_K or Q6_K super-block (84, 210
+// bytes) must land at 88·b / 216·b with zero bytes after it; a Q3_K super-block becomes 112 bytes with
+// its scales in three words (read back and checked against the scalar dequantizer); float types are
+// copied as stored. The kernels that read
 // the layout are checked against the CPU reference in quant_kernels_test.cpp and
 // matvec_int8_test.cpp.
 #include <gtest/gtest.h>
@@ -14,6 +16,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/cuda/quant_kernels.h"
@@ -173,36 +176,77 @@ TEST(DeviceLayout, Q4_KAndQ5_KSuperBlocksAreReordered) {
     }
 }
 
-TEST(DeviceLayout, Q6_KSuperBlocksArePaddedTo216Bytes) {
-  for (const int64_t k : {int64_t(256), int64_t(2048)}) {
-    const int64_t n_rows = 3, blocks = k / 256;
-    const size_t src_row = ggml_row_bytes(GgmlType::Q6_K, k);
-    const size_t dev_row = cuda::device_row_bytes(GgmlType::Q6_K, k);
-    ASSERT_EQ(src_row, size_t(blocks) * 210);
-    ASSERT_EQ(dev_row, size_t(blocks) * 216) << "k " << k;
-    const std::vector<uint8_t> src = ggml_rows(GgmlType::Q6_K, n_rows, k, uint32_t(k));
-    const size_t dst_row = dev_row + 8;  // padding the conversion must leave alone
-    std::vector<uint8_t> dst(dst_row * size_t(n_rows), 0xEE);
-    cuda::to_device_layout(GgmlType::Q6_K, src.data(), src_row, n_rows, k, dst.data(), dst_row);
-    for (int64_t r = 0; r < n_rows; ++r) {
-      const uint8_t* s = src.data() + size_t(r) * src_row;
-      const uint8_t* d = dst.data() + size_t(r) * dst_row;
-      for (int64_t b = 0; b < blocks; ++b) {
-        EXPECT_TRUE(std::equal(s + 210 * b, s + 210 * (b + 1), d + 216 * b)) << "k " << k << " row " << r << " block " << b;
-        for (int j = 210; j < 216; ++j) EXPECT_EQ(d[216 * b + j], 0) << "k " << k << " row " << r << " block " << b;
+TEST(DeviceLayout, Q2_KAndQ6_KSuperBlocksArePadded) {
+  for (const auto& [type, stored, padded] : {std::tuple{GgmlType::Q2_K, 84, 88}, std::tuple{GgmlType::Q6_K, 210, 216}})
+    for (const int64_t k : {int64_t(256), int64_t(2048)}) {
+      SCOPED_TRACE(std::string(ggml_type_name(type)) + " k " + std::to_string(k));
+      const int64_t n_rows = 3, blocks = k / 256;
+      const size_t src_row = ggml_row_bytes(type, k);
+      const size_t dev_row = cuda::device_row_bytes(type, k);
+      ASSERT_EQ(src_row, size_t(blocks) * stored);
+      ASSERT_EQ(dev_row, size_t(blocks) * padded);
+      const std::vector<uint8_t> src = ggml_rows(type, n_rows, k, uint32_t(k));
+      const size_t dst_row = dev_row + 8;  // padding the conversion must leave alone
+      std::vector<uint8_t> dst(dst_row * size_t(n_rows), 0xEE);
+      cuda::to_device_layout(type, src.data(), src_row, n_rows, k, dst.data(), dst_row);
+      for (int64_t r = 0; r < n_rows; ++r) {
+        const uint8_t* s = src.data() + size_t(r) * src_row;
+        const uint8_t* d = dst.data() + size_t(r) * dst_row;
+        for (int64_t b = 0; b < blocks; ++b) {
+          EXPECT_TRUE(std::equal(s + stored * b, s + stored * (b + 1), d + padded * b)) << "row " << r << " block " << b;
+          for (int j = stored; j < padded; ++j) EXPECT_EQ(d[padded * b + j], 0) << "row " << r << " block " << b;
+        }
+        for (size_t j = dev_row; j < dst_row; ++j) EXPECT_EQ(d[j], 0xEE) << "wrote past the row";
       }
-      for (size_t j = dev_row; j < dst_row; ++j) EXPECT_EQ(d[j], 0xEE) << "k " << k << ": wrote past the row";
+    }
+}
+
+// Element e of a Q3_K row in the GPU layout, as quant_kernels.h describes it: d·scale·(level − 4).
+float q3_k_device_element(const uint8_t* row, int64_t e) {
+  const uint8_t* sb = row + size_t(e / 256) * 112;
+  const int n = int(e % 256) / 128, j = int(e % 128) / 32, l = int(e % 32);
+  auto word = [&](int at) { return uint32_t(sb[at]) | uint32_t(sb[at + 1]) << 8 | uint32_t(sb[at + 2]) << 16 | uint32_t(sb[at + 3]) << 24; };
+  const int i = 8 * n + 2 * j + l / 16;  // the element's scale
+  const uint32_t low4 = (word(i < 8 ? 96 : 100) >> (4 * (i % 8))) & 15u, high2 = (word(104) >> (2 * i)) & 3u;
+  const int scale = int(low4 | high2 << 4) - 32;
+  const int level = ((sb[32 + 32 * n + l] >> (2 * j)) & 3) | ((sb[l] >> (4 * n + j)) & 1) << 2;
+  const float d = f16_to_f32(uint16_t(sb[108] | sb[109] << 8));
+  return d * float(scale) * float(level - 4);  // the reference dequantizer's arithmetic
+}
+
+TEST(DeviceLayout, Q3_KScalesBecomeWords) {
+  for (const int64_t k : {int64_t(256), int64_t(2048)}) {
+    SCOPED_TRACE("k " + std::to_string(k));
+    const int64_t n_rows = 3;
+    const size_t src_row = ggml_row_bytes(GgmlType::Q3_K, k), dev_row = cuda::device_row_bytes(GgmlType::Q3_K, k);
+    ASSERT_EQ(dev_row, size_t(k / 256) * 112);
+    const std::vector<uint8_t> src = ggml_rows(GgmlType::Q3_K, n_rows, k, uint32_t(k) + 3);
+    const size_t dst_row = dev_row + 8;
+    std::vector<uint8_t> dst(dst_row * size_t(n_rows), 0xEE);
+    cuda::to_device_layout(GgmlType::Q3_K, src.data(), src_row, n_rows, k, dst.data(), dst_row);
+    std::vector<float> want(static_cast<size_t>(k));
+    for (int64_t r = 0; r < n_rows; ++r) {
+      quant::dequantize_row_ref(GgmlType::Q3_K, src.data() + size_t(r) * src_row, want.data(), k);
+      const uint8_t* d = dst.data() + size_t(r) * dst_row;
+      int bad = 0;
+      for (int64_t e = 0; e < k && bad < 5; ++e)
+        if (q3_k_device_element(d, e) != want[size_t(e)])
+          ++bad, ADD_FAILURE() << "row " << r << " element " << e << ": " << q3_k_device_element(d, e) << " against "
+                               << want[size_t(e)];
+      for (int64_t b = 0; b < k / 256; ++b)
+        EXPECT_TRUE(d[112 * b + 110] == 0 && d[112 * b + 111] == 0) << "row " << r << " block " << b << ": padding";
+      for (size_t j = dev_row; j < dst_row; ++j) EXPECT_EQ(d[j], 0xEE) << "wrote past the row";
     }
   }
 }
 
-TEST(DeviceLayout, OtherTypesAreCopiedAsStored) {
-  for (GgmlType type : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::BF16}) {
+TEST(DeviceLayout, FloatTypesAreCopiedAsStored) {
+  for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
     const int64_t n_rows = 2, k = 512;
     const size_t row = ggml_row_bytes(type, k);
     ASSERT_EQ(cuda::device_row_bytes(type, k), row) << ggml_type_name(type);
-    const std::vector<uint8_t> src =
-        type == GgmlType::BF16 ? std::vector<uint8_t>(row * n_rows, 0x3C) : ggml_rows(type, n_rows, k, 9);
+    std::vector<uint8_t> src(row * n_rows);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = uint8_t(i * 37 + 11);
     std::vector<uint8_t> dst(src.size() + 16, 0xEE);
     cuda::to_device_layout(type, src.data(), row, n_rows, k, dst.data(), row);
     EXPECT_TRUE(std::equal(src.begin(), src.end(), dst.begin())) << ggml_type_name(type);

@@ -1,5 +1,5 @@
-// cuda::matvec with int8 activations (Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K / Q5_K / Q6_K weights,
-// int8_dot.cuh) against a double-precision
+// cuda::matvec with int8 activations (every quantized type: Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q2_K /
+// Q3_K / Q4_K / Q5_K / Q6_K weights, int8_dot.cuh) against a double-precision
 // host reference built from the scalar dequantizer (format/quant.h) and the activation rounding the
 // kernel specifies (quant_kernels.h, int8_dot.cuh): x' = x (or norm_w ⊙ x, one f32 product, with the
 // norm); per 32 elements d = max|x'|/127 in f32, id = 1/d in f32, q = x'·id rounded once to nearest
@@ -12,8 +12,10 @@
 // accumulator with one fma per half block (≤ n_tiles = ceil(k/512) per lane), sums 32 lanes in a
 // 5-level tree and ≤ 8 warps in a row. That is at most n_tiles + 15 roundings on any path, so
 //   |v_gpu − v| ≤ (n_tiles + 15)·2^-24·Σ_bh |dw_b·dx_b·s_bh|  (+ second order);
-// the tests use (n_tiles + 16)·2^-24·Σ|…|. Q4_1, Q5_1, Q4_K and Q5_K add two terms per half block
-// (scale and minimum, see ref_dot), and their reference weights carry one rounding each. Q6_K adds one term per half
+// the tests use (n_tiles + 16)·2^-24·Σ|…|. Q4_1, Q5_1, Q2_K, Q4_K and Q5_K add two terms per half
+// block (scale and minimum, see ref_dot; Q2_K's per-16 scales and minimums inside its two integer
+// sums), and their reference weights carry one rounding each. Q3_K adds one term per half block (its
+// two signed scales inside the integer sum) and its reference weights are exact. Q6_K adds one term per half
 // block (its two 16-element scales meet in an exact integer sum), and its reference weights
 // d·scale·(level - 32) carry one rounding each. With the norm the sum is multiplied by
 // rsqrtf(Σx²/k + eps) (≤ 2 ulp; norm tests use x = m/64 · 2^e with |m| < 32, so Σx² is exact in f32
@@ -102,28 +104,50 @@ struct RefDot {
   double v, bound;
 };
 
+// Q2_K's terms of element l (0..31) of 32-element sub-block s of the super-block at sb (GGML's
+// layout): scale d·sc and bias −dmin·mn of its 16-element run, and its 2-bit level.
+SubBlockQ4K q2_k_run(const uint8_t* sb, int s, int run) {
+  const int n = s / 4, j = s % 4;
+  const uint8_t sc = sb[2 * s + run];
+  SubBlockQ4K r;
+  r.scale = double(f16_to_f32(uint16_t(sb[80] | sb[81] << 8))) * (sc & 15);
+  r.bias = -double(f16_to_f32(uint16_t(sb[82] | sb[83] << 8))) * (sc >> 4);
+  for (int l = 0; l < 32; ++l) r.level[l] = (sb[16 + 32 * n + l] >> (2 * j)) & 3;
+  return r;
+}
+
 RefDot ref_dot(GgmlType type, const uint8_t* raw /* GGML row */, const float* w, const QuantX& qx, int64_t k) {
   double v = 0, mag = 0, ref_err = 0;
   const bool k_min = type == GgmlType::Q4_K || type == GgmlType::Q5_K;  // scale and minimum per sub-block
   const bool block_min = type == GgmlType::Q4_1 || type == GgmlType::Q5_1;  // per block
-  const bool two_terms = k_min || block_min;
+  const bool run_min = type == GgmlType::Q2_K;                              // per 16 elements
+  const bool two_terms = k_min || block_min || run_min;
   for (int64_t b = 0; b < k / 32; ++b) {
-    SubBlockQ4K sub{};
-    if (k_min) sub = k_sub_block(type, raw + (b / 8) * ggml_traits(type).block_bytes, int(b % 8));
-    if (block_min) sub = test::min_block(type, raw, b);
+    SubBlockQ4K sub[2]{};  // [run]
+    const size_t sb_bytes = ggml_traits(type).block_bytes;
+    if (k_min) sub[0] = sub[1] = k_sub_block(type, raw + (b / 8) * sb_bytes, int(b % 8));
+    if (block_min) sub[0] = sub[1] = test::min_block(type, raw, b);
+    if (run_min)
+      for (int run = 0; run < 2; ++run) sub[run] = q2_k_run(raw + (b / 8) * sb_bytes, int(b % 8), run);
     for (int h = 0; h < 2; ++h) {
-      double s = 0, s1 = 0, s2 = 0;
+      double s = 0, s1[2] = {0, 0}, s2[2] = {0, 0};
       for (int run = 0; run < 2; ++run)
         for (int j = 0; j < 8; ++j) {
           const int64_t e = 32 * b + 16 * run + 8 * h + j;
           const double q = qx.q[size_t(e)];
           s += double(w[e]) * q;
           ref_err += std::fabs(double(w[e]) * q) * double(qx.d[size_t(b)]);
-          if (two_terms) s1 += sub.level[16 * run + 8 * h + j] * q, s2 += q;
+          if (two_terms) s1[run] += sub[run].level[16 * run + 8 * h + j] * q, s2[run] += q;
         }
       const double dx = qx.d[size_t(b)];
       v += s * dx;
-      mag += two_terms ? (std::fabs(sub.scale * s1) + std::fabs(sub.bias * s2)) * dx : std::fabs(s * dx);
+      if (run_min)  // the kernel's two integer sums add the runs' scaled terms exactly
+        mag += (std::fabs(sub[0].scale * s1[0] + sub[1].scale * s1[1]) +
+                 std::fabs(sub[0].bias * s2[0] + sub[1].bias * s2[1])) * dx;
+      else if (two_terms)
+        mag += (std::fabs(sub[0].scale * (s1[0] + s1[1])) + std::fabs(sub[0].bias * (s2[0] + s2[1]))) * dx;
+      else
+        mag += std::fabs(s * dx);
     }
   }
   const int64_t n_tiles = (k + 511) / 512;
@@ -270,8 +294,8 @@ void check_cases(std::span<const Case> cases, uint32_t seed, const char* env = n
   }
 }
 
-const GgmlType kInt8Types[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
-                               GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+const GgmlType kInt8Types[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
+                               GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
 // Every type x n_x_rows 1..8 x output mode x norm on/off over shapes with odd row counts (tail row
 // groups), k = 32 (one block), k not a multiple of the 512-element tile (24, 40 and 65 blocks),
@@ -333,6 +357,12 @@ TEST(MatvecInt8, LargeMatrices) {
       {GgmlType::Q5_0, 2053, 8192, 8, 2, Out::Accumulate, false},
       {GgmlType::Q5_1, 2 * 4099, 2048, 0, 1, Out::SwiGLU, true},
       {GgmlType::Q5_1, 1157, 896, 0, 1, Out::Accumulate, true},
+      // Q2_K / Q3_K (the Q2_K and Q3_K_M mixes)
+      {GgmlType::Q2_K, 2 * 4099, 2048, 0, 1, Out::SwiGLU, true},
+      {GgmlType::Q2_K, 2053, 8192, 8, 2, Out::Accumulate, false},
+      {GgmlType::Q3_K, 40001, 2048, 0, 1, Out::Store, false},
+      {GgmlType::Q3_K, 2 * 4099, 2048, 0, 1, Out::SwiGLU, true},
+      {GgmlType::Q3_K, 2053, 8192, 16, 2, Out::Accumulate, true},
   };
   check_cases(cases, 1000);
 }
@@ -392,8 +422,7 @@ TEST(MatvecInt8, Deterministic) {
 
 // The switch picks the path: off, Q4_0 is decoded to f32 and matches the exact weights' product to
 // f32 accuracy; on, x's 8-bit rounding shows (relative error ~1e-3, well above the f32 path's
-// ~1e-6). Only the int8 types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K) report int8
-// activations.
+// ~1e-6). Every quantized type reports int8 activations, no float type does.
 TEST(MatvecInt8, SwitchSelectsThePath) {
   CERA_REQUIRE_CUDA();
   test::MatvecInt8Scope on(true);  // whatever the environment says
@@ -427,7 +456,9 @@ TEST(MatvecInt8, SwitchSelectsThePath) {
   EXPECT_TRUE(cuda::matvec_int8_activations(GgmlType::Q5_0));
   EXPECT_TRUE(cuda::matvec_int8_activations(GgmlType::Q5_1));
   EXPECT_TRUE(cuda::matvec_int8_activations(GgmlType::Q5_K));
-  EXPECT_FALSE(cuda::matvec_int8_activations(GgmlType::Q3_K));
+  EXPECT_TRUE(cuda::matvec_int8_activations(GgmlType::Q2_K));
+  EXPECT_TRUE(cuda::matvec_int8_activations(GgmlType::Q3_K));
+  EXPECT_FALSE(cuda::matvec_int8_activations(GgmlType::F16));
   EXPECT_FALSE(cuda::matvec_int8_activations(GgmlType::BF16));
   const double int8_err = rel_error();
   cuda::matvec_int8_enable(false);

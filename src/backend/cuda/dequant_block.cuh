@@ -51,11 +51,11 @@ __device__ __forceinline__ void bytes_to_q(uint32_t lo, uint32_t hi, float off, 
 // Bits 0..3 of b spread to bit 0 of bytes 0..3 (the shifted copies never overlap, so no carries).
 __device__ __forceinline__ uint32_t spread4(uint32_t b) { return ((b & 0xFu) * 0x00204081u) & 0x01010101u; }
 
-// Q3_K: signed six-bit scale `s` (0..15) from the 12 packed bytes.
-__device__ __forceinline__ int scale_q3k(const uint8_t* b, int s) {
-  const int low4 = s < 8 ? (b[s] & 0xF) : (b[s - 8] >> 4);
-  const int high2 = (b[8 + (s & 3)] >> (2 * (s >> 2))) & 3;
-  return (low4 | (high2 << 4)) - 32;
+// Q3_K on the GPU (quant_kernels.h): signed six-bit scale i (0..15) from the three scale words at
+// 96 (w0: low 4 bits of scales 0-7, w1: of 8-15, w2: the top 2 bits of each).
+__device__ __forceinline__ int q3_k_scale(uint32_t w0, uint32_t w1, uint32_t w2, int i) {
+  const uint32_t low4 = ((i < 8 ? w0 : w1) >> (4 * (i & 7))) & 15u;
+  return int(low4 | ((w2 >> (2 * i)) & 3u) << 4) - 32;
 }
 
 template <GgmlType T>
@@ -147,9 +147,10 @@ struct Block<GgmlType::Q8_0> {  // int8 levels, block s's at 16 + 32s
 };
 
 // K-quants: element e = 8*part of the 256; n = e/128 (half), j = (e%128)/32 (2-bit plane), l = e%32.
+// Q2_K on the GPU: GGML's 84 bytes and 4 zero bytes (quant_kernels.h).
 template <>
 struct Block<GgmlType::Q2_K> {
-  static constexpr int kElems = 256, kBytes = 84;
+  static constexpr int kElems = 256, kBytes = 88;
   static constexpr bool kHasBias = true;
   __device__ static void decode(const uint8_t* b, int part, Chunk8& c) {
     const int n = part >> 4, j = (part >> 2) & 3, l = 8 * (part & 3);
@@ -164,8 +165,8 @@ struct Block<GgmlType::Q2_K> {
 };
 
 template <>
-struct Block<GgmlType::Q3_K> {
-  static constexpr int kElems = 256, kBytes = 110;
+struct Block<GgmlType::Q3_K> {  // GPU layout: hmask[32], qs[64], three scale words, f16 d, 2 zero bytes
+  static constexpr int kElems = 256, kBytes = 112;
   static constexpr bool kHasBias = false;
   __device__ static void decode(const uint8_t* b, int part, Chunk8& c) {
     const int n = part >> 4, j = (part >> 2) & 3, l = 8 * (part & 3);
@@ -176,7 +177,8 @@ struct Block<GgmlType::Q3_K> {
     const uint32_t lo = ((ld32_a2(qs) >> sh) & 0x03030303u) | ((ld32_a2(hm) >> hsh) & 0x01010101u) << 2;
     const uint32_t hi = ((ld32_a2(qs + 4) >> sh) & 0x03030303u) | ((ld32_a2(hm + 4) >> hsh) & 0x01010101u) << 2;
     bytes_to_q(lo, hi, 4.0f, c.q);
-    c.scale = __fmul_rn(h2f(ld16(b + 108)), float(scale_q3k(b + 96, 8 * n + 2 * j + (l >> 4))));
+    const int scale = q3_k_scale(ld32_a2(b + 96), ld32_a2(b + 100), ld32_a2(b + 104), 8 * n + 2 * j + (l >> 4));
+    c.scale = __fmul_rn(h2f(ld16(b + 108)), float(scale));
     c.bias = 0.0f;
   }
 };

@@ -1,7 +1,8 @@
-// The GPU layout of weight rows (quant_kernels.h): GGML's, except the 32-element formats (Q4_0, Q4_1,
-// Q5_0, Q5_1, Q8_0) in super-blocks of 8 blocks with each field in a plane of its own, Q4_K's and
-// Q5_K's super-blocks reordered (scales into nibble planes, levels in Q4_0's block order) and Q6_K's
-// super-blocks padded from 210 to 216 bytes.
+// The GPU layout of weight rows (quant_kernels.h): float rows as stored; the 32-element formats (Q4_0,
+// Q4_1, Q5_0, Q5_1, Q8_0) in super-blocks of 8 blocks with each field in a plane of its own; Q4_K's
+// and Q5_K's super-blocks reordered (scales into nibble planes, levels in Q4_0's block order); Q3_K's
+// scales into nibble planes (110 -> 112 bytes); Q2_K's and Q6_K's super-blocks padded (84 -> 88,
+// 210 -> 216).
 #include <algorithm>
 #include <cstring>
 #include <span>
@@ -120,25 +121,54 @@ void repack_q5_k_row(const uint8_t* src, int64_t k, uint8_t* dst) {
   }
 }
 
-constexpr size_t kQ6_KBytes = 210, kQ6_KDeviceBytes = 216;  // GGML's super-block; on the GPU
-
-void pad_q6_k_row(const uint8_t* src, int64_t k, uint8_t* dst) {
+// Q2_K (84 bytes: scales[16], qs[64], f16 d, f16 dmin) and Q6_K (210) keep GGML's bytes, padded with
+// zeros to 88 and 216 so that every super-block of an aligned row is 8-byte aligned.
+constexpr size_t kQ2_KBytes = 84, kQ2_KDeviceBytes = 88;
+constexpr size_t kQ6_KBytes = 210, kQ6_KDeviceBytes = 216;
+void pad_super_blocks(const uint8_t* src, int64_t k, size_t bytes, size_t device_bytes, uint8_t* dst) {
   for (int64_t b = 0; b < k / kSuperElems; ++b) {
-    std::memcpy(dst + size_t(b) * kQ6_KDeviceBytes, src + size_t(b) * kQ6_KBytes, kQ6_KBytes);
-    std::memset(dst + size_t(b) * kQ6_KDeviceBytes + kQ6_KBytes, 0, kQ6_KDeviceBytes - kQ6_KBytes);
+    std::memcpy(dst + size_t(b) * device_bytes, src + size_t(b) * bytes, bytes);
+    std::memset(dst + size_t(b) * device_bytes + bytes, 0, device_bytes - bytes);
+  }
+}
+
+// Q3_K (110 bytes: hmask[32], qs[64], 12 bytes packing 16 six-bit scales, f16 d) becomes 112: hmask
+// and qs as stored, then the scales as three little-endian words — the low 4 bits of scale i at bits
+// 4i.. of the first (i < 8) or 4(i − 8).. of the second, its top 2 bits at bits 2i.. of the third —
+// then d and two zero bytes.
+constexpr size_t kQ3_KBytes = 110, kQ3_KDeviceBytes = 112;
+void repack_q3_k_row(const uint8_t* src, int64_t k, uint8_t* dst) {
+  for (int64_t b = 0; b < k / kSuperElems; ++b) {
+    const uint8_t* in = src + size_t(b) * kQ3_KBytes;
+    uint8_t* out = dst + size_t(b) * kQ3_KDeviceBytes;
+    std::memcpy(out, in, 96);  // hmask, qs
+    const uint8_t* sc = in + 96;
+    uint32_t lo[2] = {0, 0}, hi = 0;
+    for (int i = 0; i < 16; ++i) {  // GGML's packing (MODELS.md §2)
+      const uint32_t low4 = i < 8 ? sc[i] & 15u : uint32_t(sc[i - 8] >> 4);
+      const uint32_t high2 = (sc[8 + (i & 3)] >> (2 * (i >> 2))) & 3u;
+      lo[i / 8] |= low4 << (4 * (i % 8));
+      hi |= high2 << (2 * i);
+    }
+    const uint32_t words[3] = {lo[0], lo[1], hi};
+    for (int w = 0; w < 3; ++w)
+      for (int j = 0; j < 4; ++j) out[96 + 4 * w + j] = uint8_t(words[w] >> (8 * j));
+    std::memcpy(out + 108, in + 108, 2);  // d
+    out[110] = out[111] = 0;
   }
 }
 
 }  // namespace
 
-bool keeps_stored_layout(GgmlType type) {
-  return !has_planes(type) && type != GgmlType::Q4_K && type != GgmlType::Q5_K && type != GgmlType::Q6_K;
-}
+bool keeps_stored_layout(GgmlType type) { return ggml_traits(type).block_elems == 1; }  // F32, F16, BF16
 
 size_t device_row_bytes(GgmlType type, int64_t k) {
-  if (type == GgmlType::Q6_K) return size_t(k / 256) * kQ6_KDeviceBytes;  // k is a multiple of 256
+  // K-quant rows are whole super-blocks (k a multiple of 256)
+  if (type == GgmlType::Q2_K) return size_t(k / kSuperElems) * kQ2_KDeviceBytes;
+  if (type == GgmlType::Q3_K) return size_t(k / kSuperElems) * kQ3_KDeviceBytes;
+  if (type == GgmlType::Q6_K) return size_t(k / kSuperElems) * kQ6_KDeviceBytes;
   if (has_planes(type)) return size_t((k + kSuperElems - 1) / kSuperElems) * 8 * ggml_traits(type).block_bytes;
-  return ggml_row_bytes(type, k);  // stored layout, Q4_K, Q5_K
+  return ggml_row_bytes(type, k);  // float rows, Q4_K, Q5_K
 }
 
 void to_device_layout(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64_t n_rows, int64_t k,
@@ -148,7 +178,9 @@ void to_device_layout(GgmlType type, const uint8_t* src, size_t src_row_bytes, i
     const uint8_t* s = src + size_t(r) * src_row_bytes;
     uint8_t* d = dst + size_t(r) * dst_row_bytes;
     if (keeps_stored_layout(type)) std::memcpy(d, s, row);
-    else if (type == GgmlType::Q6_K) pad_q6_k_row(s, k, d);
+    else if (type == GgmlType::Q2_K) pad_super_blocks(s, k, kQ2_KBytes, kQ2_KDeviceBytes, d);
+    else if (type == GgmlType::Q3_K) repack_q3_k_row(s, k, d);
+    else if (type == GgmlType::Q6_K) pad_super_blocks(s, k, kQ6_KBytes, kQ6_KDeviceBytes, d);
     else if (type == GgmlType::Q4_K) repack_q4_k_row(s, k, d);
     else if (type == GgmlType::Q5_K) repack_q5_k_row(s, k, d);
     else repack_into_planes(type, s, k, d);

@@ -1,5 +1,5 @@
-// Int8-activation dot products for the decode matvec of Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K / Q5_K /
-// Q6_K weights (matvec.cu).
+// Int8-activation dot products for the decode matvec of quantized weights (every GGML type the GPU
+// reads: Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q2_K / Q3_K / Q4_K / Q5_K / Q6_K; matvec.cu).
 //
 // Why: decoded to f32, a 4-bit weight costs ~4.5 instructions, and those products ran at ~30 % of
 // HBM bandwidth on the H200. With x rounded to int8 per 32 elements (as llama.cpp and cera's CPU
@@ -65,7 +65,8 @@ __device__ __forceinline__ void quantize_x16(const float v[16], XHalfI8& out) {
 // The formats with an int8 path (one list for host and device code).
 __host__ __device__ constexpr bool has_int8_dot(GgmlType t) {
   return t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q5_0 || t == GgmlType::Q5_1 ||
-         t == GgmlType::Q8_0 || t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+         t == GgmlType::Q8_0 || t == GgmlType::Q2_K || t == GgmlType::Q3_K || t == GgmlType::Q4_K ||
+         t == GgmlType::Q5_K || t == GgmlType::Q6_K;
 }
 template <GgmlType T>
 inline constexpr bool kHasInt8Dot = has_int8_dot(T);
@@ -103,9 +104,15 @@ __device__ __forceinline__ int q4_0_half_dot(uint2 w, const XHalfI8& x) { return
 
 // A half block with a minimum adds two terms, (scale·d_x)·Σ level·q + (bias·d_x)·Σq (Q4_1, Q5_1:
 // scale d, bias m; Q4_K, Q5_K: from the super-block header).
+// In general (scale·d_x)·isc + (bias·d_x)·imn, isc and imn exact integer sums (Q2_K has its per-run
+// integer scales and minimums in them).
+__device__ __forceinline__ void add_scale_bias_ints(int isc, int imn, float scale, float bias, const XHalfI8& x,
+                                                    float& acc) {
+  acc = fmaf(float(isc), __fmul_rn(scale, x.d), acc);
+  acc = fmaf(float(imn), __fmul_rn(bias, x.d), acc);
+}
 __device__ __forceinline__ void add_scale_bias(int dot, float scale, float bias, const XHalfI8& x, float& acc) {
-  acc = fmaf(float(dot), __fmul_rn(scale, x.d), acc);
-  acc = fmaf(float(x.sum), __fmul_rn(bias, x.d), acc);
+  add_scale_bias_ints(dot, x.sum, scale, bias, x, acc);
 }
 
 // Weights read straight into registers (matvec.cu; for rows whose super-blocks are 8-byte
@@ -255,6 +262,88 @@ struct DirectHalf<GgmlType::Q6_K> {
     const int sum0 = __dp4a(int(x.q[0]), 0x01010101, __dp4a(int(x.q[1]), 0x01010101, 0));
     const int sc0 = int(static_cast<int8_t>(w.scales & 0xFFu)), sc1 = int(static_cast<int8_t>((w.scales >> 8) & 0xFFu));
     const int isum = sc0 * (dot[0] - 32 * sum0) + sc1 * (dot[1] - 32 * (x.sum - sum0));
+    acc = fmaf(float(isum), __fmul_rn(h2f(w.d), x.d), acc);
+  }
+};
+
+// The 2-bit K-quants, like Q6_K, scale every 16 elements: a lane's half of 32-element sub-block
+// s = 4n + j of a super-block holds elements 8h..8h+7 (run 0, scale 2s) and 16+8h..16+8h+7 (run 1,
+// scale 2s + 1), whose low 2 bits are bits 2j.. of qs bytes 32n + l (l the element in the sub-block).
+// The 2-bit levels of one run from its 8 qs bytes, a level a byte.
+__device__ __forceinline__ void two_bit_levels(uint2 qs, int j, uint32_t& l0, uint32_t& l1) {
+  l0 = (qs.x >> (2 * j)) & 0x03030303u;
+  l1 = (qs.y >> (2 * j)) & 0x03030303u;
+}
+// Σq over run 0 of this lane's half (run 1's is x.sum minus it).
+__device__ __forceinline__ int run0_sum(const XHalfI8& x) {
+  return __dp4a(int(x.q[0]), 0x01010101, __dp4a(int(x.q[1]), 0x01010101, 0));
+}
+
+// Q2_K (GPU layout: GGML's 84 bytes, then 4 zero bytes): element value d·sc·level − dmin·mn with the
+// 4-bit sc and mn of its run's scale byte (scales[2s + run]: sc low nibble, mn high). The half adds
+// float(Σ_run sc·Σ level·q)·(d·d_x) + float(Σ_run mn·Σq)·(−dmin·d_x), both integer sums exact.
+template <>
+struct DirectHalf<GgmlType::Q2_K> {
+  uint2 qs[2];     // [run]: qs bytes 32n + 8h.. and 32n + 16 + 8h..
+  uint32_t sc;     // scale bytes 2s (run 0) and 2s + 1 (run 1)
+  uint32_t dmin2;  // f16 d | f16 dmin << 16
+  __device__ static __forceinline__ DirectHalf load(const uint8_t* sb, int s, int half) {
+    DirectHalf w;
+    const uint8_t* qs = sb + 16 + 32 * (s >> 2) + 8 * half;
+    w.qs[0] = ld_stream_u2(qs), w.qs[1] = ld_stream_u2(qs + 16);
+    w.sc = __ldg(reinterpret_cast<const unsigned short*>(sb) + s);
+    w.dmin2 = __ldg(reinterpret_cast<const uint32_t*>(sb + 80));
+    return w;
+  }
+  __device__ static __forceinline__ void add(const DirectHalf& w, int s, const XHalfI8& x, float& acc) {
+    uint32_t l[4];
+    two_bit_levels(w.qs[0], s & 3, l[0], l[1]);
+    two_bit_levels(w.qs[1], s & 3, l[2], l[3]);
+    const int dot0 = __dp4a(int(l[1]), int(x.q[1]), __dp4a(int(l[0]), int(x.q[0]), 0));
+    const int dot1 = __dp4a(int(l[3]), int(x.q[3]), __dp4a(int(l[2]), int(x.q[2]), 0));
+    const int sum0 = run0_sum(x);
+    const int sc0 = int(w.sc & 15u), mn0 = int((w.sc >> 4) & 15u);
+    const int sc1 = int((w.sc >> 8) & 15u), mn1 = int((w.sc >> 12) & 15u);
+    add_scale_bias_ints(sc0 * dot0 + sc1 * dot1, mn0 * sum0 + mn1 * (x.sum - sum0), h2f(w.dmin2 & 0xFFFFu),
+                        -h2f(w.dmin2 >> 16), x, acc);
+  }
+};
+
+// Q3_K (GPU layout, quant_kernels.h: hmask[32], qs[64], three scale words, f16 d): element value
+// d·sc·(level − 4), level = low 2 bits | bit 4n + j of hmask[l] << 2, sc the run's signed 6-bit
+// scale. The half adds float(sc0·(Σ level·q − 4Σq) + sc1·(…))·(d·d_x), the integer sum exact.
+template <>
+struct DirectHalf<GgmlType::Q3_K> {
+  uint2 qs[2], hm[2];  // [run]: qs bytes 32n + 8h.. / + 16, hmask bytes 8h.. / 16 + 8h..
+  uint32_t lo4;        // the scale word holding the low 4 bits of scales 2s, 2s + 1
+  uint32_t hi2;        // the word of top bits
+  uint32_t d;          // f16 bits
+  __device__ static __forceinline__ DirectHalf load(const uint8_t* sb, int s, int half) {
+    DirectHalf w;
+    const uint8_t* qs = sb + 32 + 32 * (s >> 2) + 8 * half;
+    w.qs[0] = ld_stream_u2(qs), w.qs[1] = ld_stream_u2(qs + 16);
+    w.hm[0] = ld_stream_u2(sb + 8 * half), w.hm[1] = ld_stream_u2(sb + 16 + 8 * half);
+    w.lo4 = __ldg(reinterpret_cast<const uint32_t*>(sb + 96) + (s >> 2));
+    w.hi2 = __ldg(reinterpret_cast<const uint32_t*>(sb + 104));
+    w.d = __ldg(reinterpret_cast<const unsigned short*>(sb + 108));
+    return w;
+  }
+  __device__ static __forceinline__ void add(const DirectHalf& w, int s, const XHalfI8& x, float& acc) {
+    const int j = s & 3, hsh = 4 * (s >> 2) + j;
+    uint32_t l[4];
+    two_bit_levels(w.qs[0], j, l[0], l[1]);
+    two_bit_levels(w.qs[1], j, l[2], l[3]);
+    l[0] |= ((w.hm[0].x >> hsh) & 0x01010101u) << 2;
+    l[1] |= ((w.hm[0].y >> hsh) & 0x01010101u) << 2;
+    l[2] |= ((w.hm[1].x >> hsh) & 0x01010101u) << 2;
+    l[3] |= ((w.hm[1].y >> hsh) & 0x01010101u) << 2;
+    const int dot0 = __dp4a(int(l[1]), int(x.q[1]), __dp4a(int(l[0]), int(x.q[0]), 0));
+    const int dot1 = __dp4a(int(l[3]), int(x.q[3]), __dp4a(int(l[2]), int(x.q[2]), 0));
+    const int sum0 = run0_sum(x);
+    const uint32_t low = w.lo4 >> (8 * (s & 3)), high = w.hi2 >> (4 * s);  // scales 2s and 2s + 1
+    const int sc0 = int((low & 15u) | (high & 3u) << 4) - 32;
+    const int sc1 = int(((low >> 4) & 15u) | ((high >> 2) & 3u) << 4) - 32;
+    const int isum = sc0 * (dot0 - 4 * sum0) + sc1 * (dot1 - 4 * (x.sum - sum0));
     acc = fmaf(float(isum), __fmul_rn(h2f(w.d), x.d), acc);
   }
 };

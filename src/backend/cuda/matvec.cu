@@ -14,7 +14,7 @@
 //  * x is read through L1 (it is small and every block reads it) and each 8-element slice of x is
 //    reused for all R rows from registers, which keeps L1 traffic below the weight stream's;
 //  * per chunk the lane sums q_j * x_j and applies scale (and bias * Σx) once: 1 FMA per element;
-//    the int8 types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K) instead round x to int8
+//    quantized types (every one, int8_dot.cuh's has_int8_dot) instead round x to int8
 //    (int8_dot.cuh): a lane pair takes a 32-element block of the tile, its integer dot products
 //    (dp4a) scaled once per half block, its bytes loaded straight into registers (no stage);
 //  * lanes reduce with shuffles, warps through shared memory, in a fixed order (deterministic).
@@ -92,8 +92,8 @@ struct Stage {  // geometry of one row's staged tile (quant types)
   static constexpr int kSlot = kVecs * 16;
 };
 
-// Every int8 type (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K) reads its GPU layout straight into
-// registers (no stage; rows that are not 8-byte aligned decode to f32 instead). Q4_0 has its own path; the others
+// Every int8 type (every quantized type the GPU reads) reads its GPU layout straight into registers
+// (no stage; rows that are not 8-byte aligned decode to f32 instead, as with CERA_MATVEC_INT8=0). Q4_0 has its own path; the others
 // take detail::DirectHalf. (Q8_0 and Q4_K staged their tiles through shared memory until they got
 // GPU layouts: Q4_K through DirectHalf from GGML's layout, whose packed scales each lane had to load
 // and unpack, measured slower than staged, H200 LFM2-1.2B Q4_K_M `--parallel 1` 1,365 -> 1,154; with

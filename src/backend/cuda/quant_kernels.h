@@ -20,7 +20,8 @@ namespace cera::cuda {
 // Q4_K, Q5_K, Q6_K.
 bool supports_weight_type(GgmlType type);
 
-// Weights live on the GPU in their GGML formats except:
+// Float weights live on the GPU as stored; quantized ones in their GGML formats' bytes, arranged so
+// that a lane loads what it needs with aligned 8- or 16-byte loads:
 // * the 32-element formats Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0, whose rows are repacked into super-blocks
 //   of 8 blocks (the same bytes; a row's last super-block zero-padded) with each field of the 8
 //   blocks in a plane of its own: the 8 f16 scales at 0, then Q4_1's / Q5_1's 8 f16 minimums at 16,
@@ -37,13 +38,15 @@ bool supports_weight_type(GgmlType type);
 //   byte j holding element j (low nibble) and 16 + j (high) — Q4_0's order within a block; Q5_K
 //   the same in its first 144 bytes (the low 4 bits of each level) and then, at 144 + 4s, one
 //   little-endian word per sub-block whose bit j is its element j's fifth bit (176 bytes, as GGML's);
-// * Q6_K, whose 210-byte super-blocks get 6 zero bytes each, so that its lanes load their bytes
-//   with 8-byte loads too.
+// * Q2_K and Q6_K, whose 84- and 210-byte super-blocks get 4 and 6 zero bytes each (88, 216), so
+//   that their lanes load their bytes with 8-byte loads too;
+// * Q3_K, 110 -> 112 bytes: hmask[32] and qs[64] as stored, then its 16 six-bit scales as three
+//   little-endian words (the low 4 bits of scale i at bits 4i.. of the first for i < 8, at 4(i − 8)..
+//   of the second otherwise; its top 2 bits at bits 2i.. of the third), f16 d, 2 zero bytes.
 // Every kernel here reads that layout; device_row_bytes / to_device_layout make it from GGML rows
 // (the backend's upload, tests).
 size_t device_row_bytes(GgmlType type, int64_t k);
-// Whether `type` keeps its stored GGML layout on the GPU (F32, F16, BF16, Q2_K, Q3_K): its rows
-// upload as is.
+// Whether `type` keeps its stored GGML layout on the GPU (F32, F16, BF16): its rows upload as is.
 bool keeps_stored_layout(GgmlType type);
 // n_rows GGML rows of k elements (src_row_bytes apart) into device-layout rows dst_row_bytes apart
 // (≥ device_row_bytes); bytes of a dst row past device_row_bytes are left as they are.
@@ -93,7 +96,7 @@ void matvec(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_
             int64_t x_stride, int32_t n_x_rows, float* y, int64_t y_stride, cudaStream_t stream,
             const MatvecFusion& fusion = {});
 
-// Products of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K weights round each 32-element block
+// Products of quantized weights (every type above) round each 32-element block
 // of x' (x, times norm_w with the norm; the 1/rms(x) factor is applied to the sum) to int8 and take
 // integer dot products (int8_dot.cuh), as
 // llama.cpp and cera's CPU path do with quantized weights: fewer instructions per weight and 8 rows
