@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <optional>
 
 #include "cera/error.h"
@@ -112,9 +113,9 @@ class DenseModel final : public Model {
       L.wk = w.get(b + "attn_k.weight", {D, kv_dim_});
       L.wv = w.get(b + "attn_v.weight", {D, kv_dim_});
       L.wo = w.get(b + "attn_output.weight", {Q, D});
-      L.bq = w.get_f32_optional(b + "attn_q.bias", {Q});
-      L.bk = w.get_f32_optional(b + "attn_k.bias", {kv_dim_});
-      L.bv = w.get_f32_optional(b + "attn_v.bias", {kv_dim_});
+      L.bqkv = w.get_f32_concat_optional(
+          {{b + "attn_q.bias", Q}, {b + "attn_k.bias", kv_dim_}, {b + "attn_v.bias", kv_dim_}},
+          bias_rows_.emplace_back());
       L.bo = w.get_f32_optional(b + "attn_output.bias", {D});
       L.q_norm = w.get_f32_optional(b + "attn_q_norm.weight", {d});
       L.k_norm = w.get_f32_optional(b + "attn_k_norm.weight", {d});
@@ -219,9 +220,7 @@ class DenseModel final : public Model {
         Tensor ys[] = {q, k, v};
         be.rms_norm_matmul(x, L.attn_norm, eps, h, ws, ys);
       }
-      add_bias(q, L.bq);  // qwen2: biases before RoPE
-      add_bias(k, L.bk);
-      add_bias(v, L.bv);
+      add_bias(qkv, L.bqkv);  // qwen2: biases before RoPE, q | k | v in one add
       const Tensor* qn = L.q_norm ? &*L.q_norm : nullptr;
       const Tensor* kn = L.k_norm ? &*L.k_norm : nullptr;
       be.qk_norm_rope_attention(int32_t(i), q, k, v, qn, kn, eps, ap, rope, a);
@@ -255,7 +254,7 @@ class DenseModel final : public Model {
  private:
   struct Layer {
     Tensor attn_norm, wq, wk, wv, wo;
-    std::optional<Tensor> bq, bk, bv, bo, q_norm, k_norm;
+    std::optional<Tensor> bqkv, bo, q_norm, k_norm;  // bqkv: the q, k and v biases as one row
     Tensor ffn_norm, ffn_gate, ffn_up, ffn_down;
     std::optional<Tensor> b_gate, b_up, b_down;
   };
@@ -265,6 +264,7 @@ class DenseModel final : public Model {
   Tensor tok_embd_, output_norm_, output_;
   std::optional<Tensor> output_bias_;
   std::vector<Layer> layers_;
+  std::deque<std::vector<float>> bias_rows_;  // host copies the CPU backend reads in place (bqkv)
   int32_t kv_dim_ = 0;
   Tensor x_, h_, o_, qkv_, attn_, ffn_, out_rows_, logits_;
 };

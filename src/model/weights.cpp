@@ -1,5 +1,6 @@
 #include "model/weights.h"
 
+#include <cstring>
 #include <vector>
 
 #include "backend/cpu/kernels.h"
@@ -53,6 +54,33 @@ std::optional<Tensor> WeightLoader::get_f32_optional(const std::string& name,
     throw Error(ErrorCode::Unsupported, file_.path() + ": tensor '" + name + "' is " +
                                             std::string(ggml_type_name(t->type)) + ", expected f32");
   return t;
+}
+
+std::optional<Tensor> WeightLoader::get_f32_concat_optional(
+    std::initializer_list<std::pair<std::string, int64_t>> parts, std::vector<float>& storage) const {
+  int64_t n = 0;
+  bool any = false;
+  for (const auto& [name, len] : parts) {
+    const gguf::TensorInfo* info = file_.find_tensor(name);
+    if (info && (info->ne[0] != len || info->ne[1] != 1 || info->ne[2] != 1 || info->ne[3] != 1))
+      throw Error(ErrorCode::BadFormat, file_.path() + ": tensor '" + name + "' has shape " +
+                                            shape_string(info->ne.data(), size_t(info->n_dims)) + ", expected {" +
+                                            std::to_string(len) + "}");
+    if (info && info->type != GgmlType::F32)
+      throw Error(ErrorCode::Unsupported, file_.path() + ": tensor '" + name + "' is " +
+                                              std::string(ggml_type_name(info->type)) + ", expected f32");
+    any = any || info;
+    n += len;
+  }
+  if (!any) return std::nullopt;
+  storage.assign(size_t(n), 0.0f);
+  int64_t at = 0;
+  for (const auto& [name, len] : parts) {
+    if (const gguf::TensorInfo* info = file_.find_tensor(name))
+      std::memcpy(storage.data() + at, info->data, size_t(len) * sizeof(float));
+    at += len;
+  }
+  return backend_.upload_weight(GgmlType::F32, 1, n, storage.data());
 }
 
 Tensor WeightLoader::get_f32(const std::string& name, std::initializer_list<int64_t> ne) const {

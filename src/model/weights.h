@@ -6,6 +6,8 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backend/backend.h"
 #include "format/gguf.h"
@@ -23,6 +25,12 @@ class WeightLoader {
   // Norm weights, conv kernels, biases: must be F32 (as every converter writes them).
   Tensor get_f32(const std::string& name, std::initializer_list<int64_t> ne) const;
   std::optional<Tensor> get_f32_optional(const std::string& name, std::initializer_list<int64_t> ne) const;
+  // Optional F32 vectors (name, length) as one row, back to back, a missing one as zeros (qwen2's q,
+  // k and v biases over the [q | k | v] product: one add instead of three); nullopt when all are
+  // missing. `storage` holds the row's host copy and must outlive the tensor (the CPU backend reads
+  // weights in place).
+  std::optional<Tensor> get_f32_concat_optional(std::initializer_list<std::pair<std::string, int64_t>> parts,
+                                                std::vector<float>& storage) const;
 
   const gguf::File& file() const { return file_; }
 
