@@ -23,9 +23,9 @@ WeightLoader::WeightLoader(const gguf::File& file, Backend& backend) : file_(fil
   backend_.reserve_weights(bytes, file.tensors().size());
 }
 
-std::optional<Tensor> WeightLoader::get_optional(const std::string& name, std::initializer_list<int64_t> ne) const {
+const gguf::TensorInfo* WeightLoader::find_checked(const std::string& name, std::initializer_list<int64_t> ne) const {
   const gguf::TensorInfo* info = file_.find_tensor(name);
-  if (!info) return std::nullopt;
+  if (!info) return nullptr;
   std::vector<int64_t> want(ne);
   want.resize(4, 1);
   for (size_t i = 0; i < 4; ++i) {
@@ -34,6 +34,18 @@ std::optional<Tensor> WeightLoader::get_optional(const std::string& name, std::i
                                             shape_string(info->ne.data(), size_t(info->n_dims)) + ", expected " +
                                             shape_string(ne.begin(), ne.size()));
   }
+  return info;
+}
+
+void WeightLoader::require_f32(const std::string& name, GgmlType type) const {
+  if (type != GgmlType::F32)
+    throw Error(ErrorCode::Unsupported, file_.path() + ": tensor '" + name + "' is " +
+                                            std::string(ggml_type_name(type)) + ", expected f32");
+}
+
+std::optional<Tensor> WeightLoader::get_optional(const std::string& name, std::initializer_list<int64_t> ne) const {
+  const gguf::TensorInfo* info = find_checked(name, ne);
+  if (!info) return std::nullopt;
   if (!cpu::has_matmul_kernels(info->type))
     throw Error(ErrorCode::Unsupported, file_.path() + ": tensor '" + name + "' has type " +
                                             std::string(ggml_type_name(info->type)) +
@@ -50,9 +62,7 @@ Tensor WeightLoader::get(const std::string& name, std::initializer_list<int64_t>
 std::optional<Tensor> WeightLoader::get_f32_optional(const std::string& name,
                                                      std::initializer_list<int64_t> ne) const {
   auto t = get_optional(name, ne);
-  if (t && t->type != GgmlType::F32)
-    throw Error(ErrorCode::Unsupported, file_.path() + ": tensor '" + name + "' is " +
-                                            std::string(ggml_type_name(t->type)) + ", expected f32");
+  if (t) require_f32(name, t->type);
   return t;
 }
 
@@ -61,15 +71,10 @@ std::optional<Tensor> WeightLoader::get_f32_concat_optional(
   int64_t n = 0;
   bool any = false;
   for (const auto& [name, len] : parts) {
-    const gguf::TensorInfo* info = file_.find_tensor(name);
-    if (info && (info->ne[0] != len || info->ne[1] != 1 || info->ne[2] != 1 || info->ne[3] != 1))
-      throw Error(ErrorCode::BadFormat, file_.path() + ": tensor '" + name + "' has shape " +
-                                            shape_string(info->ne.data(), size_t(info->n_dims)) + ", expected {" +
-                                            std::to_string(len) + "}");
-    if (info && info->type != GgmlType::F32)
-      throw Error(ErrorCode::Unsupported, file_.path() + ": tensor '" + name + "' is " +
-                                              std::string(ggml_type_name(info->type)) + ", expected f32");
-    any = any || info;
+    if (const gguf::TensorInfo* info = find_checked(name, {len})) {
+      require_f32(name, info->type);
+      any = true;
+    }
     n += len;
   }
   if (!any) return std::nullopt;

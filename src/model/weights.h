@@ -35,6 +35,12 @@ class WeightLoader {
   const gguf::File& file() const { return file_; }
 
  private:
+  // Tensor `name` if the file has it (nullptr otherwise), its shape checked against ne (missing
+  // dimensions 1).
+  const gguf::TensorInfo* find_checked(const std::string& name, std::initializer_list<int64_t> ne) const;
+  // Throws unless tensor `name`'s type is F32.
+  void require_f32(const std::string& name, GgmlType type) const;
+
   const gguf::File& file_;
   Backend& backend_;
 };
