@@ -278,6 +278,11 @@ __device__ __forceinline__ void two_bit_levels(uint2 qs, int j, uint32_t& l0, ui
 __device__ __forceinline__ int run0_sum(const XHalfI8& x) {
   return __dp4a(int(x.q[0]), 0x01010101, __dp4a(int(x.q[1]), 0x01010101, 0));
 }
+// Σ level·q over each run of this lane's half, from the runs' level words l[0..1] and l[2..3].
+__device__ __forceinline__ void run_dots(const uint32_t (&l)[4], const XHalfI8& x, int& dot0, int& dot1) {
+  dot0 = __dp4a(int(l[1]), int(x.q[1]), __dp4a(int(l[0]), int(x.q[0]), 0));
+  dot1 = __dp4a(int(l[3]), int(x.q[3]), __dp4a(int(l[2]), int(x.q[2]), 0));
+}
 
 // Q2_K (GPU layout: GGML's 84 bytes, then 4 zero bytes): element value d·sc·level − dmin·mn with the
 // 4-bit sc and mn of its run's scale byte (scales[2s + run]: sc low nibble, mn high). The half adds
@@ -299,8 +304,8 @@ struct DirectHalf<GgmlType::Q2_K> {
     uint32_t l[4];
     two_bit_levels(w.qs[0], s & 3, l[0], l[1]);
     two_bit_levels(w.qs[1], s & 3, l[2], l[3]);
-    const int dot0 = __dp4a(int(l[1]), int(x.q[1]), __dp4a(int(l[0]), int(x.q[0]), 0));
-    const int dot1 = __dp4a(int(l[3]), int(x.q[3]), __dp4a(int(l[2]), int(x.q[2]), 0));
+    int dot0, dot1;
+    run_dots(l, x, dot0, dot1);
     const int sum0 = run0_sum(x);
     const int sc0 = int(w.sc & 15u), mn0 = int((w.sc >> 4) & 15u);
     const int sc1 = int((w.sc >> 8) & 15u), mn1 = int((w.sc >> 12) & 15u);
@@ -337,10 +342,12 @@ struct DirectHalf<GgmlType::Q3_K> {
     l[1] |= ((w.hm[0].y >> hsh) & 0x01010101u) << 2;
     l[2] |= ((w.hm[1].x >> hsh) & 0x01010101u) << 2;
     l[3] |= ((w.hm[1].y >> hsh) & 0x01010101u) << 2;
-    const int dot0 = __dp4a(int(l[1]), int(x.q[1]), __dp4a(int(l[0]), int(x.q[0]), 0));
-    const int dot1 = __dp4a(int(l[3]), int(x.q[3]), __dp4a(int(l[2]), int(x.q[2]), 0));
+    int dot0, dot1;
+    run_dots(l, x, dot0, dot1);
     const int sum0 = run0_sum(x);
-    const uint32_t low = w.lo4 >> (8 * (s & 3)), high = w.hi2 >> (4 * s);  // scales 2s and 2s + 1
+    // Scales 2s and 2s + 1 (dequant_block.cuh's q3_k_scale, both shifted out of the pair's byte at
+    // once: calling it twice took 6-8 more registers in the batch-1 kernels)
+    const uint32_t low = w.lo4 >> (8 * (s & 3)), high = w.hi2 >> (4 * s);
     const int sc0 = int((low & 15u) | (high & 3u) << 4) - 32;
     const int sc1 = int(((low >> 4) & 15u) | ((high >> 2) & 3u) << 4) - 32;
     const int isum = sc0 * (dot0 - 4 * sum0) + sc1 * (dot1 - 4 * (x.sum - sum0));

@@ -93,8 +93,8 @@ struct Stage {  // geometry of one row's staged tile (quant types)
 };
 
 // Every int8 type (every quantized type the GPU reads) reads its GPU layout straight into registers
-// (no stage; rows that are not 8-byte aligned decode to f32 instead, as with CERA_MATVEC_INT8=0). Q4_0 has its own path; the others
-// take detail::DirectHalf. (Q8_0 and Q4_K staged their tiles through shared memory until they got
+// (no stage; rows that are not 8-byte aligned decode to f32 instead, as with CERA_MATVEC_INT8=0).
+// Q4_0 has its own path; the others take detail::DirectHalf. (Q8_0 and Q4_K staged their tiles through shared memory until they got
 // GPU layouts: Q4_K through DirectHalf from GGML's layout, whose packed scales each lane had to load
 // and unpack, measured slower than staged, H200 LFM2-1.2B Q4_K_M `--parallel 1` 1,365 -> 1,154; with
 // its layout a lane shifts its scales out of one header load: 1,410 -> 1,988, docs/BENCHMARKS.md.)
