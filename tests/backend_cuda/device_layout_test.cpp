@@ -40,6 +40,42 @@ std::vector<uint8_t> ggml_rows(GgmlType type, int64_t n_rows, int64_t k, uint32_
   return out;
 }
 
+// n_rows random GGML rows of `type` and the same rows converted to the GPU layout, each device row
+// followed by `pad` bytes of 0xEE that the conversion must leave alone.
+struct Converted {
+  int64_t n_rows;
+  size_t src_row, dev_row, dst_row;
+  std::vector<uint8_t> src, dst;
+  const uint8_t* src_at(int64_t r) const { return src.data() + size_t(r) * src_row; }
+  const uint8_t* dst_at(int64_t r) const { return dst.data() + size_t(r) * dst_row; }
+};
+Converted convert(GgmlType type, int64_t n_rows, int64_t k, uint32_t seed, size_t pad) {
+  Converted c{n_rows, ggml_row_bytes(type, k), cuda::device_row_bytes(type, k), 0, ggml_rows(type, n_rows, k, seed), {}};
+  c.dst_row = c.dev_row + pad;
+  c.dst.assign(c.dst_row * size_t(n_rows), 0xEE);
+  cuda::to_device_layout(type, c.src.data(), c.src_row, n_rows, k, c.dst.data(), c.dst_row);
+  return c;
+}
+void expect_padding_untouched(const Converted& c) {
+  for (int64_t r = 0; r < c.n_rows; ++r)
+    for (size_t j = c.dev_row; j < c.dst_row; ++j) EXPECT_EQ(c.dst_at(r)[j], 0xEE) << "row " << r << ": wrote past it";
+}
+// Every element of every converted row, read as quant_kernels.h describes (element(row, e)), equals
+// the scalar dequantizer's value of the GGML row.
+template <class Element>
+void expect_reads_back(GgmlType type, const Converted& c, int64_t k, Element element) {
+  std::vector<float> want(static_cast<size_t>(k));
+  for (int64_t r = 0; r < c.n_rows; ++r) {
+    quant::dequantize_row_ref(type, c.src_at(r), want.data(), k);
+    int bad = 0;
+    for (int64_t e = 0; e < k && bad < 5; ++e) {
+      const float got = element(c.dst_at(r), e);
+      if (got != want[size_t(e)])
+        ++bad, ADD_FAILURE() << "row " << r << " element " << e << ": " << got << " against " << want[size_t(e)];
+    }
+  }
+}
+
 // The 32-element formats: a GGML block is its fields in stored order (f16 d; Q4_1 / Q5_1: f16 m;
 // Q5_0 / Q5_1: 4 bytes of fifth bits; the levels), and the GPU super-block of 8 blocks holds field f
 // of block s at P_f + size_f·s, P_f = 8 · the sizes of the fields before f (quant_kernels.h).
@@ -63,16 +99,12 @@ TEST(DeviceLayout, BlocksOf32BecomeSuperBlocksOfPlanes) {
       ASSERT_EQ(block, ggml_traits(type).block_bytes);
       const size_t super = 8 * block;
       const int64_t n_rows = 3, blocks = k / 32;
-      const size_t src_row = ggml_row_bytes(type, k);
-      const size_t dev_row = cuda::device_row_bytes(type, k);
+      const Converted c = convert(type, n_rows, k, uint32_t(k), 5);
+      const size_t dev_row = c.dev_row;
       ASSERT_EQ(dev_row, size_t((blocks + 7) / 8) * super);
-      const std::vector<uint8_t> src = ggml_rows(type, n_rows, k, uint32_t(k));
-      const size_t dst_row = dev_row + 5;  // padding the conversion must leave alone
-      std::vector<uint8_t> dst(dst_row * size_t(n_rows), 0xEE);
-      cuda::to_device_layout(type, src.data(), src_row, n_rows, k, dst.data(), dst_row);
       for (int64_t r = 0; r < n_rows; ++r) {
-        const uint8_t* s = src.data() + size_t(r) * src_row;
-        const uint8_t* d = dst.data() + size_t(r) * dst_row;
+        const uint8_t* s = c.src_at(r);
+        const uint8_t* d = c.dst_at(r);
         std::vector<bool> written(dev_row, false);
         for (int64_t b = 0; b < blocks; ++b) {
           const size_t sb = size_t(b / 8) * super, i = size_t(b % 8);
@@ -92,8 +124,8 @@ TEST(DeviceLayout, BlocksOf32BecomeSuperBlocksOfPlanes) {
           if (written[j]) continue;
           EXPECT_EQ(d[j], 0) << "row " << r << ": padding byte " << j;
         }
-        for (size_t j = dev_row; j < dst_row; ++j) EXPECT_EQ(d[j], 0xEE) << "wrote past the row";
       }
+      expect_padding_untouched(c);
     }
 }
 
@@ -119,21 +151,8 @@ TEST(DeviceLayout, BlocksOf32ReadBackAsTheReferenceDequantizes) {
   for (const PlaneCase& pc : kPlaneCases)
     for (const int64_t k : {int64_t(32), int64_t(896), int64_t(2048)}) {
       SCOPED_TRACE(std::string(ggml_type_name(pc.type)) + " k " + std::to_string(k));
-      const int64_t n_rows = 2;
-      const size_t src_row = ggml_row_bytes(pc.type, k), dev_row = cuda::device_row_bytes(pc.type, k);
-      const std::vector<uint8_t> src = ggml_rows(pc.type, n_rows, k, uint32_t(k) + 7);
-      std::vector<uint8_t> dst(dev_row * size_t(n_rows));
-      cuda::to_device_layout(pc.type, src.data(), src_row, n_rows, k, dst.data(), dev_row);
-      std::vector<float> want(static_cast<size_t>(k));
-      for (int64_t r = 0; r < n_rows; ++r) {
-        quant::dequantize_row_ref(pc.type, src.data() + size_t(r) * src_row, want.data(), k);
-        int bad = 0;
-        for (int64_t e = 0; e < k && bad < 5; ++e) {
-          const float got = planes_element(pc.type, dst.data() + size_t(r) * dev_row, e);
-          if (got != want[size_t(e)])
-            ++bad, ADD_FAILURE() << "row " << r << " element " << e << ": " << got << " against " << want[size_t(e)];
-        }
-      }
+      const Converted c = convert(pc.type, 2, k, uint32_t(k) + 7, 0);
+      expect_reads_back(pc.type, c, k, [&](const uint8_t* row, int64_t e) { return planes_element(pc.type, row, e); });
     }
 }
 
@@ -155,24 +174,10 @@ TEST(DeviceLayout, Q4_KAndQ5_KSuperBlocksAreReordered) {
   for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K})
     for (const int64_t k : {int64_t(256), int64_t(2048)}) {
       SCOPED_TRACE(std::string(ggml_type_name(type)) + " k " + std::to_string(k));
-      const int64_t n_rows = 4;
-      const size_t row = ggml_row_bytes(type, k);
-      ASSERT_EQ(cuda::device_row_bytes(type, k), row);
-      const std::vector<uint8_t> src = ggml_rows(type, n_rows, k, uint32_t(k) + 1);
-      const size_t dst_row = row + 8;  // padding the conversion must leave alone
-      std::vector<uint8_t> dst(dst_row * size_t(n_rows), 0xEE);
-      cuda::to_device_layout(type, src.data(), row, n_rows, k, dst.data(), dst_row);
-      std::vector<float> want(static_cast<size_t>(k));
-      for (int64_t r = 0; r < n_rows; ++r) {
-        quant::dequantize_row_ref(type, src.data() + size_t(r) * row, want.data(), k);
-        const uint8_t* d = dst.data() + size_t(r) * dst_row;
-        int bad = 0;
-        for (int64_t e = 0; e < k && bad < 5; ++e)
-          if (k_device_element(type, d, e) != want[size_t(e)])
-            ++bad, ADD_FAILURE() << "row " << r << " element " << e << ": " << k_device_element(type, d, e)
-                                 << " against " << want[size_t(e)];
-        for (size_t j = row; j < dst_row; ++j) EXPECT_EQ(d[j], 0xEE) << "wrote past the row";
-      }
+      ASSERT_EQ(cuda::device_row_bytes(type, k), ggml_row_bytes(type, k));
+      const Converted c = convert(type, 4, k, uint32_t(k) + 1, 8);
+      expect_reads_back(type, c, k, [&](const uint8_t* row, int64_t e) { return k_device_element(type, row, e); });
+      expect_padding_untouched(c);
     }
 }
 
@@ -181,23 +186,18 @@ TEST(DeviceLayout, Q2_KAndQ6_KSuperBlocksArePadded) {
     for (const int64_t k : {int64_t(256), int64_t(2048)}) {
       SCOPED_TRACE(std::string(ggml_type_name(type)) + " k " + std::to_string(k));
       const int64_t n_rows = 3, blocks = k / 256;
-      const size_t src_row = ggml_row_bytes(type, k);
-      const size_t dev_row = cuda::device_row_bytes(type, k);
-      ASSERT_EQ(src_row, size_t(blocks) * stored);
-      ASSERT_EQ(dev_row, size_t(blocks) * padded);
-      const std::vector<uint8_t> src = ggml_rows(type, n_rows, k, uint32_t(k));
-      const size_t dst_row = dev_row + 8;  // padding the conversion must leave alone
-      std::vector<uint8_t> dst(dst_row * size_t(n_rows), 0xEE);
-      cuda::to_device_layout(type, src.data(), src_row, n_rows, k, dst.data(), dst_row);
+      const Converted c = convert(type, n_rows, k, uint32_t(k), 8);
+      ASSERT_EQ(c.src_row, size_t(blocks) * stored);
+      ASSERT_EQ(c.dev_row, size_t(blocks) * padded);
       for (int64_t r = 0; r < n_rows; ++r) {
-        const uint8_t* s = src.data() + size_t(r) * src_row;
-        const uint8_t* d = dst.data() + size_t(r) * dst_row;
+        const uint8_t* s = c.src_at(r);
+        const uint8_t* d = c.dst_at(r);
         for (int64_t b = 0; b < blocks; ++b) {
           EXPECT_TRUE(std::equal(s + stored * b, s + stored * (b + 1), d + padded * b)) << "row " << r << " block " << b;
           for (int j = stored; j < padded; ++j) EXPECT_EQ(d[padded * b + j], 0) << "row " << r << " block " << b;
         }
-        for (size_t j = dev_row; j < dst_row; ++j) EXPECT_EQ(d[j], 0xEE) << "wrote past the row";
       }
+      expect_padding_untouched(c);
     }
 }
 
@@ -217,26 +217,14 @@ float q3_k_device_element(const uint8_t* row, int64_t e) {
 TEST(DeviceLayout, Q3_KScalesBecomeWords) {
   for (const int64_t k : {int64_t(256), int64_t(2048)}) {
     SCOPED_TRACE("k " + std::to_string(k));
-    const int64_t n_rows = 3;
-    const size_t src_row = ggml_row_bytes(GgmlType::Q3_K, k), dev_row = cuda::device_row_bytes(GgmlType::Q3_K, k);
-    ASSERT_EQ(dev_row, size_t(k / 256) * 112);
-    const std::vector<uint8_t> src = ggml_rows(GgmlType::Q3_K, n_rows, k, uint32_t(k) + 3);
-    const size_t dst_row = dev_row + 8;
-    std::vector<uint8_t> dst(dst_row * size_t(n_rows), 0xEE);
-    cuda::to_device_layout(GgmlType::Q3_K, src.data(), src_row, n_rows, k, dst.data(), dst_row);
-    std::vector<float> want(static_cast<size_t>(k));
-    for (int64_t r = 0; r < n_rows; ++r) {
-      quant::dequantize_row_ref(GgmlType::Q3_K, src.data() + size_t(r) * src_row, want.data(), k);
-      const uint8_t* d = dst.data() + size_t(r) * dst_row;
-      int bad = 0;
-      for (int64_t e = 0; e < k && bad < 5; ++e)
-        if (q3_k_device_element(d, e) != want[size_t(e)])
-          ++bad, ADD_FAILURE() << "row " << r << " element " << e << ": " << q3_k_device_element(d, e) << " against "
-                               << want[size_t(e)];
+    const Converted c = convert(GgmlType::Q3_K, 3, k, uint32_t(k) + 3, 8);
+    ASSERT_EQ(c.dev_row, size_t(k / 256) * 112);
+    expect_reads_back(GgmlType::Q3_K, c, k, q3_k_device_element);
+    for (int64_t r = 0; r < c.n_rows; ++r)
       for (int64_t b = 0; b < k / 256; ++b)
-        EXPECT_TRUE(d[112 * b + 110] == 0 && d[112 * b + 111] == 0) << "row " << r << " block " << b << ": padding";
-      for (size_t j = dev_row; j < dst_row; ++j) EXPECT_EQ(d[j], 0xEE) << "wrote past the row";
-    }
+        EXPECT_TRUE(c.dst_at(r)[112 * b + 110] == 0 && c.dst_at(r)[112 * b + 111] == 0)
+            << "row " << r << " block " << b << ": padding";
+    expect_padding_untouched(c);
   }
 }
 
