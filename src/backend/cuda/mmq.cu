@@ -46,6 +46,7 @@
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/int8_dot.cuh"
 #include "backend/cuda/pdl.h"
+#include "backend/cuda/quant_kernels.h"
 #include "cera/error.h"
 
 namespace cera::cuda {
@@ -115,61 +116,17 @@ __global__ void quantize_x_kernel(const X* __restrict__ x, int64_t x_stride, int
 }
 
 // ---- 2. the product.
-// A weight type's super-block as it travels: its GPU-layout bytes, the piece cp.async copies (Q6_K's
-// 216-byte super-blocks are only 8-byte aligned), and its row stride in a stage, chosen so that the 8
-// rows a warp's fragment loads touch (row stride in words mod 32 = 4 or 28) 8 different groups of
-// 4 banks.
+// A weight type's super-block as it travels: its GPU-layout bytes (dequant_block.cuh's Block), the
+// piece cp.async copies (16 bytes; Q6_K's 216-byte super-blocks are only 8-byte aligned), and its
+// row stride in a stage: the smallest one from kBytes on whose word count is 4 mod 8 (Q4_0 and Q4_K
+// 144, Q8_0 272, Q4_1, Q5_0 and Q5_K 176, Q5_1 208, Q6_K 240), so that the 8 rows a warp's fragment
+// loads start 4·(r·odd mod 8) banks apart and touch 8 different groups of 4 banks.
 template <GgmlType T>
-struct MmqWeights;
-template <>
-struct MmqWeights<GgmlType::Q4_0> {
-  static constexpr int kBytes = 144;  // 8 f16 scales, then 8 × 16 bytes of nibbles
-  static constexpr int kCopy = 16;
-  static constexpr int kStride = 144;  // 36 words
-};
-template <>
-struct MmqWeights<GgmlType::Q8_0> {
-  static constexpr int kBytes = 272;  // 8 f16 scales, then 8 × 32 int8 levels
-  static constexpr int kCopy = 16;
-  static constexpr int kStride = 272;  // 68 words
-};
-// Q4_1, Q5_0 and Q5_1 (GPU layout: planes of d, m, qh, levels; dequant_block.cuh's Planes): strides
-// padded where 160 / 192 bytes would put rows 8 or 16 words apart mod 32.
-template <>
-struct MmqWeights<GgmlType::Q4_1> {
-  static constexpr int kBytes = 160;
-  static constexpr int kCopy = 16;
-  static constexpr int kStride = 176;  // 44 words: 12 mod 32
-};
-template <>
-struct MmqWeights<GgmlType::Q5_0> {
-  static constexpr int kBytes = 176;
-  static constexpr int kCopy = 16;
-  static constexpr int kStride = 176;
-};
-template <>
-struct MmqWeights<GgmlType::Q5_1> {
-  static constexpr int kBytes = 192;
-  static constexpr int kCopy = 16;
-  static constexpr int kStride = 208;  // 52 words: 20 mod 32
-};
-template <>
-struct MmqWeights<GgmlType::Q5_K> {
-  static constexpr int kBytes = 176;  // Q4_K's 144 (GPU layout), then 8 words of fifth bits
-  static constexpr int kCopy = 16;
-  static constexpr int kStride = 176;  // 44 words: rows 12 words apart mod 32, still 8 bank groups
-};
-template <>
-struct MmqWeights<GgmlType::Q4_K> {
-  static constexpr int kBytes = 144;  // GPU layout: 16 bytes of d, dmin, scales and minimums, 128 of levels
-  static constexpr int kCopy = 16;
-  static constexpr int kStride = 144;
-};
-template <>
-struct MmqWeights<GgmlType::Q6_K> {
-  static constexpr int kBytes = 216;  // ql[128], qh[64], int8 scales[16], f16 d, 6 zero bytes
-  static constexpr int kCopy = 8;
-  static constexpr int kStride = 240;  // 60 words
+struct MmqWeights {
+  static constexpr int kBytes = detail::Block<T>::kBytes;
+  static constexpr int kCopy = kBytes % 16 == 0 ? 16 : 8;
+  static constexpr int kStride = kBytes + (48 - kBytes % 32) % 32;
+  static_assert(kStride % 32 == 16 && kStride % kCopy == 0);
 };
 
 template <GgmlType T, int BT, int MF>
@@ -540,22 +497,7 @@ void mmq(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_byt
   const int64_t k_unit = ggml_traits(type).block_elems;  // the K-quants' rows are whole super-blocks
   if (k <= 0 || k % k_unit != 0)
     throw Error(ErrorCode::InvalidArgument, "cuda mmq: k must be a positive multiple of " + std::to_string(k_unit));
-  size_t super_bytes = 0;  // the GPU layout's, kSuperElems elements
-  switch (type) {
-#define CERA_MMQ_BYTES(T) \
-  case GgmlType::T: super_bytes = MmqWeights<GgmlType::T>::kBytes; break;
-    CERA_MMQ_BYTES(Q4_0)
-    CERA_MMQ_BYTES(Q4_1)
-    CERA_MMQ_BYTES(Q5_0)
-    CERA_MMQ_BYTES(Q5_1)
-    CERA_MMQ_BYTES(Q8_0)
-    CERA_MMQ_BYTES(Q4_K)
-    CERA_MMQ_BYTES(Q5_K)
-    CERA_MMQ_BYTES(Q6_K)
-#undef CERA_MMQ_BYTES
-    default: break;
-  }
-  if (row_bytes < size_t(n_supers(k)) * super_bytes)
+  if (row_bytes < device_row_bytes(type, k))
     throw Error(ErrorCode::InvalidArgument, "cuda mmq: rows are shorter than their k elements");
   if (n_rows <= 0) return;
   const int32_t n_sb = int32_t(n_supers(k));
