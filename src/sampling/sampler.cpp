@@ -61,6 +61,56 @@ void apply_min_p(std::vector<Candidate>& c, float min_p) {
   c.resize(keep);
 }
 
+void sort_top_p_min_p(std::vector<Candidate>& c, float top_p, float min_p) {
+  const auto by_rank = by_logit_then_id;
+  float max_logit = -std::numeric_limits<float>::infinity();
+  bool has_nan = false;
+  for (const auto& x : c) {
+    has_nan |= std::isnan(x.logit);
+    max_logit = std::max(max_logit, x.logit);
+  }
+  if (has_nan || c.size() <= 1) {  // the plain stages: NaN ranks last, which a partition by logit would not keep
+    std::sort(c.begin(), c.end(), by_rank);
+    apply_top_p(c, top_p);
+    apply_min_p(c, min_p);
+    return;
+  }
+  // c[0, sorted) is the top of the list in rank order; the kept prefix is at most `limit` long.
+  size_t sorted = 0, limit = c.size();
+  auto sort_up_to = [&](size_t end) {
+    if (end <= sorted) return;
+    if (end < limit) std::nth_element(c.begin() + ptrdiff_t(sorted), c.begin() + ptrdiff_t(end), c.begin() + ptrdiff_t(limit), by_rank);
+    std::sort(c.begin() + ptrdiff_t(sorted), c.begin() + ptrdiff_t(end), by_rank);
+    sorted = end;
+  };
+  if (min_p > 0.f) {  // apply_min_p's threshold, from the same maximum; it always keeps the first
+    const float threshold = max_logit + std::log(min_p);
+    const auto above = std::partition(c.begin(), c.end(), [&](const Candidate& x) { return x.logit >= threshold; });
+    limit = size_t(above - c.begin());
+    if (limit == 0) {  // nothing reaches it (min_p > 1): the maximum alone
+      std::partial_sort(c.begin(), c.begin() + 1, c.end(), by_rank);
+      sorted = limit = 1;
+    }
+  }
+  if (top_p < 1.f) {
+    // softmax's arithmetic over the whole list, as apply_top_p runs before min-p; the sum is taken
+    // in list order, not rank order (the same value to within double rounding).
+    double sum = 0;
+    for (auto& x : c) sum += (x.p = std::exp(x.logit - max_logit));
+    double cum = 0;
+    for (size_t i = 0; i < limit; ++i) {
+      if (i == sorted) sort_up_to(std::min(limit, std::max<size_t>(256, 4 * sorted)));
+      cum += float(c[i].p / sum);
+      if (cum >= top_p) {
+        limit = i + 1;
+        break;
+      }
+    }
+  }
+  sort_up_to(limit);
+  c.resize(limit);
+}
+
 void apply_temperature(std::vector<Candidate>& c, float temperature) {
   for (auto& x : c) x.logit /= temperature;
 }
@@ -193,12 +243,22 @@ int32_t Sampler::finish_chain() {
   if (params_.top_k > 0 && size_t(params_.top_k) < candidates_.size()) {
     std::partial_sort(candidates_.begin(), candidates_.begin() + params_.top_k, candidates_.end(), by_logit_then_id);
     candidates_.resize(size_t(params_.top_k));
+  } else if (params_.typical_p >= 1.f) {
+    // Top-k off: sort only what top-p and min-p can keep. A full sort of a 65,536-token row took
+    // ~9 ms a token on the GPU machine's host (`cera run --top-k 0`: 114 tokens/s where the device
+    // decodes ~2,400).
+    sort_top_p_min_p(candidates_, params_.top_p, params_.min_p);
+    return draw();
   } else {
     std::sort(candidates_.begin(), candidates_.end(), by_logit_then_id);
   }
   apply_typical(candidates_, params_.typical_p);
   apply_top_p(candidates_, params_.top_p);
   apply_min_p(candidates_, params_.min_p);
+  return draw();
+}
+
+int32_t Sampler::draw() {
   apply_temperature(candidates_, params_.temperature);
   softmax(candidates_);
   std::uniform_real_distribution<double> uniform(0.0, 1.0);

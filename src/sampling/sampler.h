@@ -27,6 +27,12 @@ void softmax(std::vector<Candidate>& c);  // sets p from logit (expects the list
 void apply_top_k(std::vector<Candidate>& c, int32_t k);
 void apply_top_p(std::vector<Candidate>& c, float p);
 void apply_min_p(std::vector<Candidate>& c, float min_p);
+// A list in any order sorted, then apply_top_p and apply_min_p, sorting only the candidates those
+// can keep: min-p keeps the logits ≥ max + ln(min_p), top-p the shortest prefix whose mass reaches
+// top_p, so with top-k off over a 65k-150k vocabulary a few linear passes and a short sort replace
+// sorting the whole row. The mass is normalised by softmax's sum over every candidate, taken in list
+// order instead of rank order: the same sum to within double rounding.
+void sort_top_p_min_p(std::vector<Candidate>& c, float top_p, float min_p);
 void apply_temperature(std::vector<Candidate>& c, float temperature);
 // Locally typical sampling: keeps the tokens whose surprisal -log p is closest to the entropy until
 // their mass exceeds p, then re-sorts by logit.
@@ -80,6 +86,8 @@ class Sampler {
   // The chain after adjust_candidates: greedy, or top-k → typical → top-p → min-p → temperature
   // and the draw. Needs only the candidates that can make the top-k (ties: the smaller id first).
   int32_t finish_chain();
+  // Temperature, softmax and the seeded draw over candidates_ (sorted, filtered).
+  int32_t draw();
 
   SamplingParams params_;
   uint64_t seed_;

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -66,6 +67,42 @@ TEST(Stages, MinP) {
   c = make(halves());
   apply_min_p(c, 0.2f);  // keeps p >= 0.1: all
   EXPECT_EQ(c.size(), 4u);
+}
+
+// sort_top_p_min_p against the stages it stands for (sort, apply_top_p, apply_min_p), on lists in a
+// shuffled order: flat and peaked rows, ties, a whole vocabulary, every filter on and off.
+TEST(Stages, SortTopPMinPMatchesSortThenFilters) {
+  std::mt19937 gen(11);
+  int cases = 0;
+  for (const size_t n : {size_t(1), size_t(2), size_t(300), size_t(65536)})
+    for (const float sigma : {0.3f, 2.f, 8.f, 0.f})  // 0: integer logits, many ties
+      for (const float top_p : {1.f, 0.95f, 0.5f, 0.01f})
+        for (const float min_p : {0.f, 0.05f, 0.5f, 2.f}) {
+          std::normal_distribution<float> normal(0.f, sigma);
+          std::uniform_int_distribution<int> small(-3, 3);
+          std::vector<float> logits(n);
+          for (auto& l : logits) l = sigma > 0.f ? normal(gen) : float(small(gen));
+          if (n > 2 && sigma == 2.f) logits[n / 3] = 20.f;  // one dominant token
+          auto expected = make(logits);
+          std::sort(expected.begin(), expected.end(),
+                    [](const Candidate& a, const Candidate& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); });
+          apply_top_p(expected, top_p);
+          apply_min_p(expected, min_p);
+          auto got = make(logits);
+          std::shuffle(got.begin(), got.end(), gen);
+          sort_top_p_min_p(got, top_p, min_p);
+          ASSERT_EQ(ids(got), ids(expected)) << "n " << n << " sigma " << sigma << " top_p " << top_p << " min_p " << min_p;
+          for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i].logit, expected[i].logit);
+          ++cases;
+        }
+  EXPECT_EQ(cases, 256);
+}
+
+TEST(Stages, SortTopPMinPWithNaN) {  // NaN ranks last, as the sort puts it
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto c = make({1.f, nan, 3.f, 2.f});
+  sort_top_p_min_p(c, 1.f, 0.f);
+  EXPECT_EQ(ids(c), (std::vector<int32_t>{2, 3, 0, 1}));
 }
 
 TEST(Stages, Temperature) {
@@ -239,6 +276,51 @@ TEST(Sampler, ChainOrderMatchesManualStages) {
     apply_temperature(c, p.temperature);
     softmax(c);
     ASSERT_EQ(ids(s.last_candidates()), ids(c)) << "trial " << trial;
+  }
+}
+
+// With top-k off the chain sorts only what top-p and min-p keep: the same candidates and draws as
+// the stages run by hand over a whole vocabulary.
+TEST(Sampler, TopKOffMatchesManualStages) {
+  std::mt19937 gen(5);
+  std::normal_distribution<float> normal(0.f, 3.f);
+  for (int trial = 0; trial < 12; ++trial) {
+    std::vector<float> logits(65536);
+    for (auto& l : logits) l = normal(gen);
+    SamplingParams p;
+    p.top_k = trial % 2 ? 0 : 100000;  // off, or more than the row holds
+    p.top_p = trial % 3 == 0 ? 1.f : 0.9f;
+    p.min_p = trial % 4 < 2 ? 0.05f : 0.f;
+    p.temperature = 0.8f;
+    p.repeat_penalty = 1.1f;
+    p.logit_bias = {{7, -kInf}, {9, 1.5f}};
+    p.seed = 17 + uint64_t(trial);
+    Sampler s(p);
+    const std::vector<int32_t> prompt = {1, 2, 2, 40000};
+    for (int32_t t : prompt) s.accept(t);
+    const int32_t token = s.sample(logits);
+
+    auto c = make(logits);
+    apply_logit_bias(c, p.logit_bias);
+    apply_penalties(c, prompt, p.repeat_penalty, p.frequency_penalty, p.presence_penalty);
+    drop_banned(c);
+    sort_candidates(c);
+    apply_top_p(c, p.top_p);
+    apply_min_p(c, p.min_p);
+    apply_temperature(c, p.temperature);
+    softmax(c);
+    ASSERT_EQ(ids(s.last_candidates()), ids(c)) << "trial " << trial;
+    // The same draw: the first uniform of the same seed over the same probabilities.
+    std::mt19937_64 rng(p.seed);
+    const double r = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+    double cum = 0;
+    int32_t want = c.back().id;
+    for (const auto& x : c)
+      if (r < (cum += x.p)) {
+        want = x.id;
+        break;
+      }
+    EXPECT_EQ(token, want) << "trial " << trial;
   }
 }
 
