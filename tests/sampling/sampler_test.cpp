@@ -241,6 +241,24 @@ TEST(Sampler, ChainOrderMinPBeforeTemperature) {
   EXPECT_EQ(ids(s.last_candidates()), (std::vector<int32_t>{0, 1}));
 }
 
+// The chain's stages one by one in llama.cpp's order, after `history` was accepted: the candidates
+// Sampler::sample must draw from (sorted, with their probabilities).
+std::vector<Candidate> stages_by_hand(const std::vector<float>& logits, const SamplingParams& p,
+                                      const std::vector<int32_t>& history) {
+  auto c = make(logits);
+  apply_logit_bias(c, p.logit_bias);
+  apply_penalties(c, history, p.repeat_penalty, p.frequency_penalty, p.presence_penalty);
+  drop_banned(c);
+  sort_candidates(c);
+  apply_top_k(c, p.top_k);
+  apply_typical(c, p.typical_p);
+  apply_top_p(c, p.top_p);
+  apply_min_p(c, p.min_p);
+  apply_temperature(c, p.temperature);
+  softmax(c);
+  return c;
+}
+
 // The chain applies its stages in llama.cpp's order: compare with the stages run by hand.
 TEST(Sampler, ChainOrderMatchesManualStages) {
   std::mt19937 gen(7);
@@ -264,17 +282,7 @@ TEST(Sampler, ChainOrderMatchesManualStages) {
     for (int32_t t : prompt) s.accept(t);
     s.sample(logits);
 
-    auto c = make(logits);
-    apply_logit_bias(c, p.logit_bias);
-    apply_penalties(c, prompt, p.repeat_penalty, p.frequency_penalty, p.presence_penalty);
-    drop_banned(c);
-    sort_candidates(c);
-    apply_top_k(c, p.top_k);
-    apply_typical(c, p.typical_p);
-    apply_top_p(c, p.top_p);
-    apply_min_p(c, p.min_p);
-    apply_temperature(c, p.temperature);
-    softmax(c);
+    const auto c = stages_by_hand(logits, p, prompt);
     ASSERT_EQ(ids(s.last_candidates()), ids(c)) << "trial " << trial;
   }
 }
@@ -300,15 +308,7 @@ TEST(Sampler, TopKOffMatchesManualStages) {
     for (int32_t t : prompt) s.accept(t);
     const int32_t token = s.sample(logits);
 
-    auto c = make(logits);
-    apply_logit_bias(c, p.logit_bias);
-    apply_penalties(c, prompt, p.repeat_penalty, p.frequency_penalty, p.presence_penalty);
-    drop_banned(c);
-    sort_candidates(c);
-    apply_top_p(c, p.top_p);
-    apply_min_p(c, p.min_p);
-    apply_temperature(c, p.temperature);
-    softmax(c);
+    const auto c = stages_by_hand(logits, p, prompt);
     ASSERT_EQ(ids(s.last_candidates()), ids(c)) << "trial " << trial;
     // The same draw: the first uniform of the same seed over the same probabilities.
     std::mt19937_64 rng(p.seed);
