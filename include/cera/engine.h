@@ -98,7 +98,9 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   // Feeds tokens (prefill in chunks of n_batch). With all_logits the logits of every fed token are
-  // kept (see logits()), otherwise only those of the last.
+  // kept (see logits()), otherwise only those of the last. On a GPU, an append of the latter kind
+  // returns once its steps are launched and logits() waits for them: appends whose logits nobody
+  // reads follow each other without the host waiting between them.
   void append(std::span<const int32_t> tokens, bool all_logits = false);
   // Tokenizes and appends text; BOS is added (as the model's tokenizer says) only at position 0.
   // parse_special: text such as <|im_start|> becomes its special token (for rendered templates).

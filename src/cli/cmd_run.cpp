@@ -89,6 +89,7 @@ Command add_run_command(CLI::App& app) {
             auto session = engine->new_session();
             const auto t1 = clock::now();
             session->append(ids);
+            (void)session->last_logits();  // waits for the prompt (an append returns once it is launched)
             const auto t2 = clock::now();
             int32_t generated = 0;
             const FinishReason reason = session->generate(f->gen, [&](int32_t token, std::string_view text) {

@@ -201,6 +201,14 @@ void Engine::Impl::reserve_evicting(int32_t seq_id, int32_t n_tokens) {
 }
 
 Tensor Engine::Impl::run_step(std::span<const SeqInput> inputs, bool tokens_from_argmax) {
+  if (fetch_pending_logits) {  // this step overwrites the backend's logits: another session's must be read first
+    const bool replaces_them = std::any_of(inputs.begin(), inputs.end(),
+                                           [&](const SeqInput& in) { return in.seq_id == pending_logits_seq; });
+    const auto fetch = std::move(fetch_pending_logits);
+    fetch_pending_logits = nullptr;
+    pending_logits_seq = -1;
+    if (!replaces_them) fetch();
+  }
   std::vector<int32_t> tokens, positions, output_rows;
   std::vector<StepSequence> seqs;
   for (const SeqInput& in : inputs) {

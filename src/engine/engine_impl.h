@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -60,6 +61,12 @@ struct Engine::Impl {
   // input's tokens then only say how many: one).
   Tensor run_step(std::span<const SeqInput> inputs, bool tokens_from_argmax = false);
   uint64_t step_count = 0;  // forward steps run (run_step)
+  // The session whose last step left its logits in the backend's tensor, to read when someone asks
+  // (Session::Impl::keep_logits_on_device): a loop of appends that reads none launches each step
+  // without waiting for the one before. A step of other sequences would overwrite them, so run_step
+  // first calls fetch_pending_logits, which reads them for that session.
+  int32_t pending_logits_seq = -1;
+  std::function<void()> fetch_pending_logits;
   // decode_batch's logits of all its sessions, kept between calls: the buffer is page-locked while a
   // CUDA backend exists (host_memory.h), which is slow to allocate and free every step.
   HostVector<float> batch_logits;

@@ -25,19 +25,35 @@ struct Session::Impl {
   // Chat: the text the session holds (rendered conversation + replies), while it is known exactly.
   std::optional<std::string> chat_fed;
   std::atomic<bool> cancel_requested{false};
-  // After generate appended a token reading only the row's largest logits (top_values/top_ids, as
-  // Backend::top_k_rows gives them): its full row is still in the backend's logits tensor until the
-  // engine's next step, and fetch_logits() brings it into `logits` when someone asks.
+  // After an append of one row's logits, or generate's append of a token drawn from only the row's
+  // largest logits (top_values/top_ids, as Backend::top_k_rows gives them): the full row stays in
+  // the backend's logits tensor, and fetch_logits() brings it into `logits` when someone asks — or
+  // the engine does, before a step of other sequences overwrites it (Engine::Impl::
+  // fetch_pending_logits). So appends that read no logits (a decode loop fed from elsewhere, the
+  // chunks of a long prompt) launch each step without waiting for the device to finish the last.
   std::vector<float> top_values;
   std::vector<int32_t> top_ids;
   bool logits_on_device = false;
   Tensor device_logits;
   uint64_t device_step = 0;  // the engine step that produced it
 
+  void keep_logits_on_device(const Tensor& t) {
+    device_logits = t;
+    device_step = engine->step_count;
+    logits_on_device = true;
+    engine->pending_logits_seq = seq_id;
+    engine->fetch_pending_logits = [this] { fetch_logits(); };
+  }
+  void drop_pending_logits() {
+    logits_on_device = false;
+    if (engine->pending_logits_seq != seq_id) return;
+    engine->pending_logits_seq = -1;
+    engine->fetch_pending_logits = nullptr;
+  }
   void fetch_logits() {
     if (!logits_on_device) return;
-    logits_on_device = false;
-    if (engine->step_count != device_step) return;  // another step overwrote it: no logits
+    drop_pending_logits();
+    if (engine->step_count != device_step) return;  // a step of this sequence replaced them: no logits
     logits.resize(size_t(n_vocab));
     engine->backend->read(device_logits, logits.data());
   }
@@ -48,18 +64,17 @@ struct Session::Impl {
     reused = 0;
     logits.clear();
     embeddings.clear();
-    logits_on_device = false;
+    drop_pending_logits();
     throw_if_cancelled();
     const int32_t one[] = {token};
     Engine::Impl::SeqInput in{seq_id, one, false};
-    device_logits = e.step_top_k({&in, 1}, n, top_values, top_ids, e.options.embeddings ? &embeddings : nullptr);
-    device_step = e.step_count;
-    logits_on_device = true;
+    keep_logits_on_device(e.step_top_k({&in, 1}, n, top_values, top_ids, e.options.embeddings ? &embeddings : nullptr));
     history.push_back(token);
     publish_to_cache();
   }
 
   ~Impl() {
+    drop_pending_logits();
     if (seq_id >= 0) engine->sequences->release(seq_id);
   }
 
@@ -102,7 +117,7 @@ struct Session::Impl {
   // What a batched decode step does for each session once it has appended `token` (the caller has
   // set or cleared its logits and embeddings).
   void appended_in_batch(int32_t token) {
-    logits_on_device = false;
+    drop_pending_logits();
     reused = 0;
     history.push_back(token);
     chat_fed.reset();  // the session now holds text its chat rendering does not know
@@ -262,7 +277,7 @@ void Session::append(std::span<const int32_t> tokens, bool all_logits) {
   // without the vector first zero-filling it.
   std::swap(impl_->logits, impl_->step_logits);
   impl_->logits.clear();
-  impl_->logits_on_device = false;
+  impl_->drop_pending_logits();
   impl_->embeddings.clear();
   if (!all_logits) tokens = impl_->resume_from_cache(tokens);
 
@@ -282,6 +297,15 @@ void Session::append(std::span<const int32_t> tokens, bool all_logits) {
     const auto piece = tokens.subspan(done, n);
     const bool last = done + n == tokens.size();
     Engine::Impl::SeqInput in{impl_->seq_id, piece, all_logits};
+    if (!all_logits && !hidden_out) {  // one row of logits, read when asked: no wait for the device here
+      const Tensor row = e.run_step({&in, 1});
+      e.advance({&in, 1});
+      impl_->history.insert(impl_->history.end(), piece.begin(), piece.end());
+      if (last) impl_->keep_logits_on_device(row);
+      impl_->publish_to_cache();
+      done += n;
+      continue;
+    }
     e.step({&in, 1}, part, hidden_out);
     impl_->history.insert(impl_->history.end(), piece.begin(), piece.end());
     if (all_logits || last) {
@@ -355,7 +379,7 @@ void Session::reset() {
   e.backend->clear_conv_slot(impl_->state().conv_slot);
   impl_->history.clear();
   impl_->logits.clear();
-  impl_->logits_on_device = false;
+  impl_->drop_pending_logits();
   impl_->embeddings.clear();
   impl_->reused = 0;
   impl_->shifted = false;

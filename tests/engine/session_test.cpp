@@ -119,6 +119,39 @@ TEST(Session, ForkedSessionsAreIndependent) {
   EXPECT_TRUE(bitwise_equal(parent->last_logits(), reference_a->last_logits()));
 }
 
+// An append leaves its logits where the step wrote them until someone reads them: steps of other
+// sessions read them first, so nothing is lost; a session dropped with unread logits is forgotten.
+TEST(Session, UnreadLogitsSurviveOtherSessionsSteps) {
+  auto engine = load("Q8_0", 0, /*n_seq=*/3);
+  auto logits_of = [&](const std::vector<int32_t>& tokens) {
+    auto s = engine->new_session();
+    s->append(tokens);
+    const auto row = s->last_logits();
+    return std::vector<float>(row.begin(), row.end());
+  };
+  const auto prompt = long_prompt(20);
+  auto a = engine->new_session();
+  a->append(prompt);  // not read
+  {
+    auto b = engine->new_session();
+    b->append(long_prompt(20, 7));
+    const int32_t t = 11;
+    b->append({&t, 1});  // b's not read either, and b goes away with them
+  }
+  const auto want = logits_of(prompt);
+  ASSERT_FALSE(want.empty());
+  EXPECT_TRUE(bitwise_equal(a->last_logits(), want));
+
+  std::vector<int32_t> longer = prompt;
+  for (const int32_t t : {3, 4, 5}) {  // a decode loop that reads nothing in between
+    a->append({&t, 1});
+    longer.push_back(t);
+  }
+  const auto want_longer = logits_of(longer);  // another session's step first, then a's read
+  EXPECT_TRUE(bitwise_equal(a->last_logits(), want_longer));
+  EXPECT_EQ(a->position(), int32_t(longer.size()));
+}
+
 TEST(Session, CancelFromAnotherThreadStopsALongPrefill) {
   auto engine = load("BF16", 0, 1, /*n_ctx=*/16384);
   auto session = engine->new_session();
