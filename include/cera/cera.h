@@ -108,7 +108,9 @@ cera_session* cera_session_new(cera_engine* engine); /* NULL on failure (see cer
 void cera_session_free(cera_session* session);
 cera_status cera_session_append(cera_session* session, const int32_t* ids, size_t n_ids, int all_logits);
 /* Logits of the last append: *n_rows rows of cera_engine_n_vocab floats. Valid until the next call
- * on the session. NULL with *n_rows = 0 before any append. */
+ * on the session. NULL with *n_rows = 0 before any append. On a GPU an append returns once its
+ * steps are launched and this call waits for them: a device error then shows here (NULL, and the
+ * message in cera_last_error). */
 const float* cera_session_logits(const cera_session* session, size_t* n_rows);
 /* Final-norm hidden states of the same rows, n_embd floats each; NULL unless the engine was loaded
  * with embeddings. */

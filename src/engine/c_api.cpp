@@ -257,21 +257,31 @@ cera_status cera_generate_greedy_batch(cera_engine* engine, cera_session* const*
 const float* cera_session_logits(const cera_session* session, size_t* n_rows) {
   if (n_rows) *n_rows = 0;
   if (!session) return nullptr;
-  const auto l = session->session->logits();
-  if (l.empty()) return nullptr;
-  // logits() is [n, n_vocab]; the row width is not stored here, so derive n from last_logits().
-  if (n_rows) *n_rows = l.size() / session->session->last_logits().size();
-  return l.data();
+  const float* out = nullptr;
+  // The logits of an append are read from the device here (Session::append returns once its steps
+  // are launched), so a device error surfaces here: NULL, and the message in cera_last_error.
+  guarded([&] {
+    const auto l = session->session->logits();
+    if (l.empty()) return;
+    // logits() is [n, n_vocab]; the row width is not stored here, so derive n from last_logits().
+    if (n_rows) *n_rows = l.size() / session->session->last_logits().size();
+    out = l.data();
+  });
+  return out;
 }
 
 const float* cera_session_embeddings(const cera_session* session, size_t* n_rows) {
   if (n_rows) *n_rows = 0;
   if (!session) return nullptr;
-  const auto h = session->session->embeddings();
-  if (h.empty()) return nullptr;
-  const auto l = session->session->logits();
-  if (n_rows) *n_rows = l.size() / session->session->last_logits().size();
-  return h.data();
+  const float* out = nullptr;
+  guarded([&] {  // the row count comes from the logits, which may be read from the device here
+    const auto h = session->session->embeddings();
+    if (h.empty()) return;
+    const auto l = session->session->logits();
+    if (n_rows) *n_rows = l.size() / session->session->last_logits().size();
+    out = h.data();
+  });
+  return out;
 }
 
 int32_t cera_session_position(const cera_session* session) { return session ? session->session->position() : 0; }
