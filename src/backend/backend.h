@@ -111,6 +111,11 @@ class Backend {
 
   // ---- a step
   virtual void set_step(const StepInputs& inputs) = 0;
+  // Ends the step without reading anything: what it queued is launched (a GPU backend's captured
+  // graph) and the call returns without waiting. read(), argmax_rows and top_k_rows end a step the
+  // same way; the engine calls this after every forward, so that no capture stays open while the
+  // host goes on (an append returns before its logits are read).
+  virtual void end_step() {}
   // Copies `t` (F32) to host memory, row by row.
   virtual void read(const Tensor& t, float* host) = 0;
   // host[r] = the column of row r's largest value (the first on ties), for every row of `t`: greedy

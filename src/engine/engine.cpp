@@ -241,7 +241,9 @@ Tensor Engine::Impl::run_step(std::span<const SeqInput> inputs, bool tokens_from
   }
   ++step_count;
   backend->set_step(si);
-  return model->forward(int32_t(tokens.size()), int32_t(output_rows.size()));
+  const Tensor logits = model->forward(int32_t(tokens.size()), int32_t(output_rows.size()));
+  backend->end_step();
+  return logits;
 }
 
 void Engine::Impl::advance(std::span<const SeqInput> inputs) {

@@ -436,6 +436,8 @@ class CudaBackend final : public Backend {
     }
   }
 
+  void end_step() override { finish_step(); }
+
   void read(const Tensor& t, float* host) override {
     finish_step();
     const size_t row = size_t(t.cols) * sizeof(float);
