@@ -62,7 +62,10 @@ void apply_min_p(std::vector<Candidate>& c, float min_p) {
 }
 
 void sort_top_p_min_p(std::vector<Candidate>& c, float top_p, float min_p) {
-  const auto by_rank = by_logit_then_id;
+  // by_logit_then_id without its NaN cases: NaN rows take the plain stages below.
+  const auto by_rank = [](const Candidate& a, const Candidate& b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+  };
   float max_logit = -std::numeric_limits<float>::infinity();
   bool has_nan = false;
   for (const auto& x : c) {
@@ -99,7 +102,9 @@ void sort_top_p_min_p(std::vector<Candidate>& c, float top_p, float min_p) {
     for (auto& x : c) sum += (x.p = std::exp(x.logit - max_logit));
     double cum = 0;
     for (size_t i = 0; i < limit; ++i) {
-      if (i == sorted) sort_up_to(std::min(limit, std::max<size_t>(256, 4 * sorted)));
+      // 256 first, then 4,096, then the rest at once: a peaked row stops early, a flat one costs
+      // about one sort of what min-p kept.
+      if (i == sorted) sort_up_to(std::min(limit, sorted == 0 ? size_t(256) : sorted < 4096 ? size_t(4096) : limit));
       cum += float(c[i].p / sum);
       if (cum >= top_p) {
         limit = i + 1;
