@@ -73,7 +73,7 @@ void sort_top_p_min_p(std::vector<Candidate>& c, float top_p, float min_p) {
     max_logit = std::max(max_logit, x.logit);
   }
   if (has_nan || c.size() <= 1) {  // the plain stages: NaN ranks last, which a partition by logit would not keep
-    std::sort(c.begin(), c.end(), by_rank);
+    std::sort(c.begin(), c.end(), by_logit_then_id);
     apply_top_p(c, top_p);
     apply_min_p(c, min_p);
     return;
