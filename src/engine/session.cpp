@@ -300,19 +300,16 @@ void Session::append(std::span<const int32_t> tokens, bool all_logits) {
     if (!all_logits && !hidden_out) {  // one row of logits, read when asked: no wait for the device here
       const Tensor row = e.run_step({&in, 1});
       e.advance({&in, 1});
-      impl_->history.insert(impl_->history.end(), piece.begin(), piece.end());
       if (last) impl_->keep_logits_on_device(row);
-      impl_->publish_to_cache();
-      done += n;
-      continue;
+    } else {
+      e.step({&in, 1}, part, hidden_out);
+      if (all_logits || last) {
+        if (impl_->logits.empty()) std::swap(impl_->logits, part);  // the common case: one piece
+        else impl_->logits.insert(impl_->logits.end(), part.begin(), part.end());
+        if (hidden_out) impl_->embeddings.insert(impl_->embeddings.end(), hidden.begin(), hidden.end());
+      }
     }
-    e.step({&in, 1}, part, hidden_out);
     impl_->history.insert(impl_->history.end(), piece.begin(), piece.end());
-    if (all_logits || last) {
-      if (impl_->logits.empty()) std::swap(impl_->logits, part);  // the common case: one piece
-      else impl_->logits.insert(impl_->logits.end(), part.begin(), part.end());
-      if (hidden_out) impl_->embeddings.insert(impl_->embeddings.end(), hidden.begin(), hidden.end());
-    }
     impl_->publish_to_cache();
     done += n;
   }
