@@ -81,6 +81,25 @@ std::vector<cera::Session*> batch_of(const char* fn, cera_engine* engine, cera_s
   return batch;
 }
 
+// One of the session's per-row outputs (logits or embeddings, from rows_of) with the rows of its
+// last append, which the logits count. The logits of an append are read from the device here
+// (Session::append returns once its steps are launched), so a device error surfaces here: NULL, and
+// the message in cera_last_error.
+template <class RowsOf>
+const float* session_rows(const cera_session* session, size_t* n_rows, RowsOf rows_of) {
+  if (n_rows) *n_rows = 0;
+  if (!session) return nullptr;
+  const float* out = nullptr;
+  guarded([&] {
+    const std::span<const float> rows = rows_of(*session->session);
+    if (rows.empty()) return;
+    // logits() is [n, n_vocab]; the row width is not stored here, so derive n from last_logits().
+    if (n_rows) *n_rows = session->session->logits().size() / session->session->last_logits().size();
+    out = rows.data();
+  });
+  return out;
+}
+
 }  // namespace
 
 extern "C" {
@@ -255,33 +274,11 @@ cera_status cera_generate_greedy_batch(cera_engine* engine, cera_session* const*
 }
 
 const float* cera_session_logits(const cera_session* session, size_t* n_rows) {
-  if (n_rows) *n_rows = 0;
-  if (!session) return nullptr;
-  const float* out = nullptr;
-  // The logits of an append are read from the device here (Session::append returns once its steps
-  // are launched), so a device error surfaces here: NULL, and the message in cera_last_error.
-  guarded([&] {
-    const auto l = session->session->logits();
-    if (l.empty()) return;
-    // logits() is [n, n_vocab]; the row width is not stored here, so derive n from last_logits().
-    if (n_rows) *n_rows = l.size() / session->session->last_logits().size();
-    out = l.data();
-  });
-  return out;
+  return session_rows(session, n_rows, [](const cera::Session& s) { return s.logits(); });
 }
 
 const float* cera_session_embeddings(const cera_session* session, size_t* n_rows) {
-  if (n_rows) *n_rows = 0;
-  if (!session) return nullptr;
-  const float* out = nullptr;
-  guarded([&] {  // the row count comes from the logits, which may be read from the device here
-    const auto h = session->session->embeddings();
-    if (h.empty()) return;
-    const auto l = session->session->logits();
-    if (n_rows) *n_rows = l.size() / session->session->last_logits().size();
-    out = h.data();
-  });
-  return out;
+  return session_rows(session, n_rows, [](const cera::Session& s) { return s.embeddings(); });
 }
 
 int32_t cera_session_position(const cera_session* session) { return session ? session->session->position() : 0; }

@@ -122,6 +122,8 @@ int main(void) {
       if (logits[i] > logits[best]) best = i;
     CHECK(best == kGreedy[0], "argmax %d", best);
   }
+  rows = 7;
+  CHECK(cera_session_embeddings(s, &rows) == NULL && rows == 0, "embeddings without the option: rows %zu", rows);
   cera_session* fork = cera_session_fork(s);
   CHECK(fork != NULL, "fork: %s", cera_last_error());
 
@@ -228,6 +230,23 @@ int main(void) {
   cera_session_free(fork);
   cera_session_free(s);
   cera_engine_free(engine);
+
+  /* With embeddings on: the prompt's last row of final-norm hidden states, n_embd floats. */
+  o.embeddings = 1;
+  engine = cera_engine_load(&o, err, sizeof err);
+  CHECK(engine != NULL, "load with embeddings: %s", err);
+  if (engine) {
+    cera_session* e = cera_session_new(engine);
+    CHECK(e != NULL && cera_session_append(e, ids, n_ids, 0) == CERA_OK, "append: %s", cera_last_error());
+    rows = 0;
+    const float* h = cera_session_embeddings(e, &rows);
+    CHECK(h != NULL && rows == 1, "embeddings rows %zu", rows);
+    int finite = h != NULL;
+    for (int32_t i = 0; h && i < cera_engine_n_embd(engine); ++i) finite = finite && h[i] == h[i] && h[i] - h[i] == 0.f;
+    CHECK(finite, "embeddings are not all finite numbers");
+    cera_session_free(e);
+    cera_engine_free(engine);
+  }
   printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }
