@@ -2,10 +2,11 @@
 // op is a kernel launch on the stream, so a step runs without a host synchronisation until read().
 //
 // Graphs: a step where every sequence has one token (decode) is keyed by its shape (tokens,
-// sequences, outputs). The first step of a shape runs eagerly (allocating whatever scratch it needs),
-// the second is captured into a CUDA graph, and later ones replay it: set_step() copies the new
-// metadata into the fixed device buffers the graph reads, the model's op calls return at once, and
-// read() launches the graph. Prefill steps, whose shapes rarely repeat, always run eagerly.
+// sequences, outputs) and by which of two metadata buffers it reads. The first step of a shape runs
+// eagerly (allocating whatever scratch it needs), the next ones are captured into a CUDA graph per
+// buffer, and later ones replay them: set_step() copies the new metadata into the fixed device
+// buffer the graph reads, the model's op calls return at once, and end_step() launches the graph.
+// Prefill steps, whose shapes rarely repeat, always run eagerly.
 #include "backend/cuda/cuda_backend.h"
 #include "backend/host_memory.h"
 
@@ -38,10 +39,10 @@ namespace {
 using cuda::DeviceBuffer;
 using cuda::PinnedBuffer;
 
-// The step metadata lives in one device allocation, mirrored by a pinned host buffer. Each step
-// packs its arrays one after another from the start (MetaOffsets::pack), so set_step() copies them
-// with one transfer: a decode step's copies sit between two replayed graphs, where each separate
-// transfer measured a few µs of idle GPU (tools/device/trace_step.py). The offsets depend only on
+// A step's metadata lives in one device allocation (one of two, alternating), mirrored by a pinned
+// host buffer. Each step packs its arrays one after another from the start (MetaOffsets::pack), so
+// set_step() copies them with one transfer, off the step stream: a transfer between two replayed
+// graphs held the GPU idle a few µs (tools/device/trace_step.py). The offsets depend only on
 // the counts, and the counts a graph's pointers were captured with are its key's (decode: one token
 // and one tile per sequence), so every replay of a graph finds its arrays where it captured them;
 // only the block tables, last, vary in length.
@@ -83,6 +84,8 @@ struct MetaLayout {
 struct StepKey {
   int32_t n_tokens, n_seqs, n_out;
   int32_t context_span;  // cuda::decode_context_span: attention_decode_fused's launch shape
+  int32_t meta_slot;     // which of the two device metadata buffers the launches read
+  bool argmax_tokens;    // the embedding reads the ids the last argmax left on the device
   auto operator<=>(const StepKey&) const = default;
 };
 
@@ -199,6 +202,9 @@ class CudaBackend final : public Backend {
     CERA_CUDA_CHECK(cudaGetDeviceProperties(&props_, o.device));
     CERA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     CERA_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+    CERA_CUDA_CHECK(cudaStreamCreateWithFlags(&meta_stream_, cudaStreamNonBlocking));
+    for (cudaEvent_t* e : {&meta_copied_[0], &meta_copied_[1], &meta_free_[0], &meta_free_[1]})
+      CERA_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
     gemm_ = std::make_unique<cuda::Gemm>(stream_);
     host_memory_pin(true);  // the engine's logits buffers: read() copies into them directly
     if (const char* path = std::getenv("CERA_CUDA_TRACE_FILE")) {
@@ -215,7 +221,8 @@ class CudaBackend final : public Backend {
     profiler_.report();
     if (!trace_path_.empty()) cuda::trace::stop_and_write(trace_path_);
     graphs_.clear();
-    for (cudaEvent_t e : meta_copied_)
+    if (meta_stream_) cudaStreamSynchronize(meta_stream_);
+    for (cudaEvent_t e : {meta_copied_[0], meta_copied_[1], meta_free_[0], meta_free_[1]})
       if (e) cudaEventDestroy(e);
     if (copy_stream_) cudaStreamSynchronize(copy_stream_);
     for (cudaEvent_t e : argmax_ready_)
@@ -224,6 +231,7 @@ class CudaBackend final : public Backend {
       if (e) cudaEventDestroy(e);
     gemm_.reset();
     if (copy_stream_) cudaStreamDestroy(copy_stream_);
+    if (meta_stream_) cudaStreamDestroy(meta_stream_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -361,15 +369,21 @@ class CudaBackend final : public Backend {
     if (T > meta_.cap_tokens || S > meta_.cap_seqs || n_blocks > meta_.cap_blocks) {
       meta_ = MetaLayout::make(std::max(T, meta_.cap_tokens * 2), std::max(S, meta_.cap_seqs * 2),
                                std::max(n_blocks, meta_.cap_blocks * 2));
-      CERA_CUDA_CHECK(cudaStreamSynchronize(stream_));  // no copy may still read the old pinned buffers
+      // No copy may still read the old pinned buffers, no launch the old device ones.
+      CERA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      CERA_CUDA_CHECK(cudaStreamSynchronize(meta_stream_));
       for (auto& b : meta_host_) b.ensure(meta_.total);
-      meta_dev_.reset(meta_.total);
+      for (auto& b : meta_dev_) b.reset(meta_.total);
       invalidate_graphs();
     }
-    // Two pinned buffers, alternating: while the device may still be copying from one (a pipelined
-    // step in flight), the host fills the other. Waits only if the copy from two steps ago is pending.
+    // Two slots, alternating, each a pinned host buffer and a device buffer: the host fills one
+    // while the device may still copy from or read the other (a pipelined step in flight). The copy
+    // runs on its own stream once the slot's last reader (the step two back) is done, usually while
+    // the step before this one still runs, so no transfer sits between two replayed graphs (a copy
+    // in stream order there held the GPU idle a few µs a step). Graphs are keyed by the slot they read.
+    CERA_CUDA_CHECK(cudaEventRecord(meta_free_[meta_slot_], stream_));  // all that read the last step's slot
     meta_slot_ ^= 1;
-    if (meta_copied_[meta_slot_]) CERA_CUDA_CHECK(cudaEventSynchronize(meta_copied_[meta_slot_]));
+    CERA_CUDA_CHECK(cudaEventSynchronize(meta_copied_[meta_slot_]));  // the pinned slot's last copy is done
     const MetaOffsets at = MetaOffsets::pack(T, S, n_out, n_tiles, n_blocks);
     char* h = meta_host_[meta_slot_].as<char>();
     auto* tokens = reinterpret_cast<int32_t*>(h + at.tokens);
@@ -407,31 +421,32 @@ class CudaBackend final : public Backend {
     context_span_ = cuda::decode_context_span(max_keys);
     decode_ = decode_shaped && S == T;
 
-    // One transfer of the packed arrays; then a step fed by the last argmax takes its tokens from
-    // the device, over the stale host slots.
-    char* d = meta_dev_.as<char>();
-    CERA_CUDA_CHECK(cudaMemcpyAsync(d, h, at.end, cudaMemcpyHostToDevice, stream_));
-    if (in.tokens_from_argmax)
-      CERA_CUDA_CHECK(cudaMemcpyAsync(d + at.tokens, argmax_dev_.get(), sizeof(int32_t) * size_t(T),
-                                      cudaMemcpyDeviceToDevice, stream_));
-    if (!meta_copied_[meta_slot_]) CERA_CUDA_CHECK(cudaEventCreateWithFlags(&meta_copied_[meta_slot_], cudaEventDisableTiming));
-    CERA_CUDA_CHECK(cudaEventRecord(meta_copied_[meta_slot_], stream_));
-    view_ = {reinterpret_cast<const int32_t*>(d + at.tokens),       reinterpret_cast<const int32_t*>(d + at.positions),
+    // One transfer of the packed arrays. A step fed by the last argmax embeds the ids where the
+    // argmax left them (argmax_dev_, which moves only with the graphs dropped), not the stale host slots.
+    char* d = meta_dev_[meta_slot_].as<char>();
+    CERA_CUDA_CHECK(cudaStreamWaitEvent(meta_stream_, meta_free_[meta_slot_]));
+    CERA_CUDA_CHECK(cudaMemcpyAsync(d, h, at.end, cudaMemcpyHostToDevice, meta_stream_));
+    CERA_CUDA_CHECK(cudaEventRecord(meta_copied_[meta_slot_], meta_stream_));
+    CERA_CUDA_CHECK(cudaStreamWaitEvent(stream_, meta_copied_[meta_slot_]));
+    const auto* step_tokens = in.tokens_from_argmax ? argmax_dev_.as<int32_t>() : reinterpret_cast<const int32_t*>(d + at.tokens);
+    view_ = {step_tokens,                                             reinterpret_cast<const int32_t*>(d + at.positions),
              reinterpret_cast<const int32_t*>(d + at.token_seq),    reinterpret_cast<const cuda::DeviceSeq*>(d + at.seqs),
              reinterpret_cast<const int32_t*>(d + at.blocks),       reinterpret_cast<const int32_t*>(d + at.output_rows),
              reinterpret_cast<const cuda::AttentionTile*>(d + at.tiles)};
 
     mode_ = Mode::Eager;
     if (options_.use_graphs && decode_) {
-      const StepKey key{T, S, n_out, context_span_};
+      const StepKey key{T, S, n_out, context_span_, meta_slot_, in.tokens_from_argmax};
+      StepKey shape = key;  // a shape seen in either slot is captured at its next step
+      shape.meta_slot = 0;
       if (auto it = graphs_.find(key); it != graphs_.end()) {
         mode_ = Mode::Replay;
         replay_ = it->second.get();
-      } else if (seen_.count(key)) {
+      } else if (seen_.count(shape)) {
         mode_ = Mode::CapturePending;
         capture_key_ = key;
       } else {
-        seen_.insert(key);
+        seen_.insert(shape);
       }
     }
   }
@@ -456,7 +471,7 @@ class CudaBackend final : public Backend {
 
   void argmax_rows(const Tensor& t, int32_t* host) override {
     finish_step();
-    argmax_dev_.ensure(sizeof(int32_t) * size_t(t.rows));
+    if (argmax_dev_.ensure(sizeof(int32_t) * size_t(t.rows))) invalidate_graphs();  // steps fed by it embed from it
     argmax_host_.ensure(sizeof(int32_t) * size_t(t.rows));
     launch_argmax(t, argmax_dev_.as<int32_t>());
     CERA_CUDA_CHECK(cudaMemcpyAsync(argmax_host_.as<int32_t>(), argmax_dev_.get(), sizeof(int32_t) * size_t(t.rows),
@@ -490,7 +505,7 @@ class CudaBackend final : public Backend {
     finish_step();
     if (pending_.size() >= 2) throw Error(ErrorCode::Internal, "argmax_rows_async: two results already pending");
     const int slot = argmax_slot_ ^= 1;
-    argmax_dev_.ensure(sizeof(int32_t) * size_t(t.rows));  // read by the next step's token copy, not by graphs
+    if (argmax_dev_.ensure(sizeof(int32_t) * size_t(t.rows))) invalidate_graphs();  // the next step embeds from it
     argmax_pinned_[slot].ensure(sizeof(int32_t) * size_t(t.rows));
     for (cudaEvent_t* e : {&argmax_ready_[slot], &argmax_done_[slot]})
       if (!*e) CERA_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
@@ -1025,9 +1040,11 @@ class CudaBackend final : public Backend {
 
   MetaLayout meta_;
   PinnedBuffer meta_host_[2];
-  cudaEvent_t meta_copied_[2] = {};  // recorded after each buffer's copies
+  DeviceBuffer meta_dev_[2];
+  cudaEvent_t meta_copied_[2] = {};  // on meta_stream_: the slot's copy is done
+  cudaEvent_t meta_free_[2] = {};    // on stream_: every launch that read the slot is done
   int meta_slot_ = 0;
-  DeviceBuffer meta_dev_;
+  cudaStream_t meta_stream_ = nullptr;  // the metadata copies
   cuda::StepView view_{};
   std::span<const int32_t> host_tokens_;  // the step's ids in the pinned buffer, for validation
   int32_t n_tokens_ = 0, n_seqs_ = 0, n_out_ = 0, n_tiles_ = 0;
