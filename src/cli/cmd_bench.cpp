@@ -195,13 +195,14 @@ Command add_bench_command(CLI::App& app) {
                   auto session = session_at(depth);
                   int32_t token = any_token(rng);
                   const auto t0 = clock::now();
-                  // Like llama-bench's tg: tokens that do not depend on the logits, which nobody reads
-                  // until the end, so each step is launched while the one before it runs.
+                  // As llama-bench's tg: random tokens, and each step is finished with its logits on
+                  // the host before the next is appended (llama_decode copies them out and
+                  // llama-bench calls llama_synchronize after every token), so the rows compare.
                   for (int32_t i = 0; i < n; ++i) {
                     session->append({&token, 1});
+                    finished(*session);
                     token = any_token(rng);
                   }
-                  finished(*session);
                   const double s = std::chrono::duration<double>(clock::now() - t0).count();
                   if (r >= 0) tps.push_back(n / s);
                 }
