@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstddef>
+#include <new>
+#include <utility>
 #include <vector>
 
 namespace cera {
@@ -22,6 +24,14 @@ struct HostAllocator {
   HostAllocator(const HostAllocator<U>&) noexcept {}
   T* allocate(size_t n) { return static_cast<T*>(host_memory_alloc(n * sizeof(T))); }
   void deallocate(T* p, size_t) noexcept { host_memory_free(p); }
+  // resize() default-initialises what it adds (floats: left unset) instead of zeroing it: these
+  // buffers are filled by a device copy right after they grow, and zeroing a 513 KB logits row
+  // first cost a memset per token on the host.
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    if constexpr (sizeof...(Args) == 0) ::new (static_cast<void*>(p)) U;
+    else ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
   friend bool operator==(const HostAllocator&, const HostAllocator&) { return true; }
 };
 
