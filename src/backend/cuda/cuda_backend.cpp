@@ -303,7 +303,7 @@ class CudaBackend final : public Backend {
     const size_t bytes = size_t(rows) * size_t(cols) * sizeof(float);
     buffers_.emplace_back(bytes);
     CERA_CUDA_CHECK(cudaMemsetAsync(buffers_.back().get(), 0, bytes, stream_));
-    CERA_CUDA_CHECK(cudaStreamSynchronize(stream_));  // whoever writes it next may use another stream
+    sync_stream();  // whoever writes it next may use another stream
     Tensor t;
     t.data = buffers_.back().get();
     t.rows = rows;
@@ -320,7 +320,7 @@ class CudaBackend final : public Backend {
     conv_.reset(sizeof(float) * size_t(layout.n_conv_layers) * layout.n_conv_slots * layout.conv_state_dim);
     if (kv_.get()) CERA_CUDA_CHECK(cudaMemsetAsync(kv_.get(), 0, kv_.bytes(), stream_));
     if (conv_.get()) CERA_CUDA_CHECK(cudaMemsetAsync(conv_.get(), 0, conv_.bytes(), stream_));
-    CERA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    sync_stream();
     invalidate_graphs();
   }
 
@@ -370,7 +370,7 @@ class CudaBackend final : public Backend {
       meta_ = MetaLayout::make(std::max(T, meta_.cap_tokens * 2), std::max(S, meta_.cap_seqs * 2),
                                std::max(n_blocks, meta_.cap_blocks * 2));
       // No copy may still read the old pinned buffers, no launch the old device ones.
-      CERA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      sync_stream();
       CERA_CUDA_CHECK(cudaStreamSynchronize(meta_stream_));
       for (auto& b : meta_host_) b.ensure(meta_.total);
       for (auto& b : meta_dev_) b.reset(meta_.total);
@@ -423,11 +423,17 @@ class CudaBackend final : public Backend {
 
     // One transfer of the packed arrays. A step fed by the last argmax embeds the ids where the
     // argmax left them (argmax_dev_, which moves only with the graphs dropped), not the stale host slots.
+    // When the host has just waited for the step stream (a loop reading each token's logits), there
+    // is nothing to overlap: the copy goes on the step stream itself, two cross-stream waits fewer
+    // on the critical path. Either stream is correct: every reader of a slot runs on the step stream.
     char* d = meta_dev_[meta_slot_].as<char>();
-    CERA_CUDA_CHECK(cudaStreamWaitEvent(meta_stream_, meta_free_[meta_slot_]));
-    CERA_CUDA_CHECK(cudaMemcpyAsync(d, h, at.end, cudaMemcpyHostToDevice, meta_stream_));
-    CERA_CUDA_CHECK(cudaEventRecord(meta_copied_[meta_slot_], meta_stream_));
-    CERA_CUDA_CHECK(cudaStreamWaitEvent(stream_, meta_copied_[meta_slot_]));
+    const bool in_order = stream_drained_;
+    cudaStream_t copy_on = in_order ? stream_ : meta_stream_;
+    if (!in_order) CERA_CUDA_CHECK(cudaStreamWaitEvent(meta_stream_, meta_free_[meta_slot_]));
+    CERA_CUDA_CHECK(cudaMemcpyAsync(d, h, at.end, cudaMemcpyHostToDevice, copy_on));
+    CERA_CUDA_CHECK(cudaEventRecord(meta_copied_[meta_slot_], copy_on));
+    if (!in_order) CERA_CUDA_CHECK(cudaStreamWaitEvent(stream_, meta_copied_[meta_slot_]));
+    stream_drained_ = false;
     const auto* step_tokens = in.tokens_from_argmax ? argmax_dev_.as<int32_t>() : reinterpret_cast<const int32_t*>(d + at.tokens);
     view_ = {step_tokens,                                             reinterpret_cast<const int32_t*>(d + at.positions),
              reinterpret_cast<const int32_t*>(d + at.token_seq),    reinterpret_cast<const cuda::DeviceSeq*>(d + at.seqs),
@@ -459,13 +465,13 @@ class CudaBackend final : public Backend {
     if (is_page_locked(host)) {  // host_memory.h: no staging buffer, no second copy on the host
       CERA_CUDA_CHECK(cudaMemcpy2DAsync(host, row, t.data, t.row_bytes, row, size_t(t.rows), cudaMemcpyDeviceToHost,
                                         stream_));
-      CERA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      sync_stream();
       return;
     }
     read_host_.ensure(row * size_t(t.rows));
     CERA_CUDA_CHECK(cudaMemcpy2DAsync(read_host_.as<char>(), row, t.data, t.row_bytes, row, size_t(t.rows),
                                       cudaMemcpyDeviceToHost, stream_));
-    CERA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    sync_stream();
     std::memcpy(host, read_host_.as<char>(), row * size_t(t.rows));
   }
 
@@ -476,7 +482,7 @@ class CudaBackend final : public Backend {
     launch_argmax(t, argmax_dev_.as<int32_t>());
     CERA_CUDA_CHECK(cudaMemcpyAsync(argmax_host_.as<int32_t>(), argmax_dev_.get(), sizeof(int32_t) * size_t(t.rows),
                                     cudaMemcpyDeviceToHost, stream_));
-    CERA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    sync_stream();
     std::copy_n(argmax_host_.as<int32_t>(), t.rows, host);
   }
 
@@ -496,7 +502,7 @@ class CudaBackend final : public Backend {
     }
     CERA_CUDA_CHECK(cudaMemcpyAsync(top_k_host_.as<float>(), values, (sizeof(float) + sizeof(int32_t)) * n,
                                     cudaMemcpyDeviceToHost, stream_));
-    CERA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    sync_stream();
     std::copy_n(top_k_host_.as<float>(), n, host_values);
     std::copy_n(reinterpret_cast<const int32_t*>(top_k_host_.as<float>() + n), n, host_ids);
   }
@@ -780,7 +786,7 @@ class CudaBackend final : public Backend {
                    rope ? dc + 128 : nullptr, rope ? rope->n_rot : 0, rope ? rope->neox : true,
                    shift_scratch_.as<float>(), stream_);
     // The pinned table is reused by the next call: wait until this copy has consumed it.
-    CERA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    sync_stream();
   }
 
   void gather_output_rows(const Tensor& x, Tensor out) override {
@@ -971,6 +977,12 @@ class CudaBackend final : public Backend {
     mode_ = Mode::Idle;
   }
 
+  // Waits for everything on the step stream; the next set_step then copies its metadata in order.
+  void sync_stream() {
+    CERA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    stream_drained_ = true;
+  }
+
   // Drops the step in progress without running it (a capture under way is ended and discarded).
   void abandon_step() {
     if (mode_ == Mode::Capturing) {
@@ -995,7 +1007,7 @@ class CudaBackend final : public Backend {
   void upload(void* dst, const void* src, size_t bytes) {
     if (bytes == 0) return;
     CERA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
-    CERA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    sync_stream();
   }
 
   const double* rope_table(const RopeParams& rope) {
@@ -1045,6 +1057,7 @@ class CudaBackend final : public Backend {
   cudaEvent_t meta_free_[2] = {};    // on stream_: every launch that read the slot is done
   int meta_slot_ = 0;
   cudaStream_t meta_stream_ = nullptr;  // the metadata copies
+  bool stream_drained_ = false;         // nothing launched on stream_ since the host last waited for it
   cuda::StepView view_{};
   std::span<const int32_t> host_tokens_;  // the step's ids in the pinned buffer, for validation
   int32_t n_tokens_ = 0, n_seqs_ = 0, n_out_ = 0, n_tiles_ = 0;
