@@ -1,7 +1,7 @@
 // `cera bench`: llama-bench style speed rows — ppN (prompt processing of N tokens in batched
 // steps) and tgN (N single-token decode steps, each waited for with its logits read, as llama-bench
-// does) in tokens/s ± stddev over -r repetitions, plus the
-// weight bytes streamed per second for decode (the bound on a CPU is memory bandwidth). With -d,
+// does) in tokens/s ± stddev over -r repetitions, plus the weight bytes streamed per second for
+// decode (the bound on a CPU is memory bandwidth). With -d,
 // each is also measured after a context of D tokens ("tg128 @ d4096", as llama-bench prints it).
 // -o picks llama-bench's output formats: a markdown table (md), json, jsonl or csv.
 #include <chrono>

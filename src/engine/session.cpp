@@ -273,9 +273,6 @@ void Session::append(std::span<const int32_t> tokens, bool all_logits) {
                                                   std::to_string(impl_->n_vocab - 1) + ")");
   Engine::Impl& e = *impl_->engine;
   impl_->reused = 0;
-  // The last append's row becomes the step buffer: a step of the same shape then reads into it
-  // without the vector first zero-filling it.
-  std::swap(impl_->logits, impl_->step_logits);
   impl_->logits.clear();
   impl_->drop_pending_logits();
   impl_->embeddings.clear();

@@ -377,10 +377,11 @@ class CudaBackend final : public Backend {
       invalidate_graphs();
     }
     // Two slots, alternating, each a pinned host buffer and a device buffer: the host fills one
-    // while the device may still copy from or read the other (a pipelined step in flight). The copy
-    // runs on its own stream once the slot's last reader (the step two back) is done, usually while
-    // the step before this one still runs, so no transfer sits between two replayed graphs (a copy
-    // in stream order there held the GPU idle a few µs a step). Graphs are keyed by the slot they read.
+    // while the device may still copy from or read the other (a pipelined step in flight). While
+    // steps are in flight the copy runs on its own stream once the slot's last reader (the step two
+    // back) is done, usually while the step before this one still runs, so no transfer sits between
+    // two replayed graphs (a copy in stream order there held the GPU idle a few µs a step); see below
+    // for the stream the host has just waited for. Graphs are keyed by the slot they read.
     CERA_CUDA_CHECK(cudaEventRecord(meta_free_[meta_slot_], stream_));  // all that read the last step's slot
     meta_slot_ ^= 1;
     CERA_CUDA_CHECK(cudaEventSynchronize(meta_copied_[meta_slot_]));  // the pinned slot's last copy is done
