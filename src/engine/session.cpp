@@ -33,6 +33,7 @@ struct Session::Impl {
   // chunks of a long prompt) launch each step without waiting for the device to finish the last.
   std::vector<float> top_values;
   std::vector<int32_t> top_ids;
+  bool top_fresh = false;  // top_values/top_ids are of the last step (not of an earlier generate)
   bool logits_on_device = false;
   Tensor device_logits;
   uint64_t device_step = 0;  // the engine step that produced it
@@ -65,10 +66,12 @@ struct Session::Impl {
     logits.clear();
     embeddings.clear();
     drop_pending_logits();
+    top_fresh = false;
     throw_if_cancelled();
     const int32_t one[] = {token};
     Engine::Impl::SeqInput in{seq_id, one, false};
     keep_logits_on_device(e.step_top_k({&in, 1}, n, top_values, top_ids, e.options.embeddings ? &embeddings : nullptr));
+    top_fresh = true;
     history.push_back(token);
     publish_to_cache();
   }
@@ -118,6 +121,7 @@ struct Session::Impl {
   // set or cleared its logits and embeddings).
   void appended_in_batch(int32_t token) {
     drop_pending_logits();
+    top_fresh = false;
     reused = 0;
     history.push_back(token);
     chat_fed.reset();  // the session now holds text its chat rendering does not know
@@ -275,6 +279,7 @@ void Session::append(std::span<const int32_t> tokens, bool all_logits) {
   impl_->reused = 0;
   impl_->logits.clear();
   impl_->drop_pending_logits();
+  impl_->top_fresh = false;
   impl_->embeddings.clear();
   if (!all_logits) tokens = impl_->resume_from_cache(tokens);
 
@@ -374,6 +379,7 @@ void Session::reset() {
   impl_->history.clear();
   impl_->logits.clear();
   impl_->drop_pending_logits();
+  impl_->top_fresh = false;
   impl_->embeddings.clear();
   impl_->reused = 0;
   impl_->shifted = false;
@@ -465,7 +471,7 @@ FinishReason Session::generate(const GenerateOptions& options, const TokenCallba
       grammar->mask(masked);
       token = draw(masked);
       grammar->accept_token(token);
-    } else if (impl_->logits_on_device) {
+    } else if (top_k_path && impl_->top_fresh) {
       token = sampler.sample_top(impl_->top_values, impl_->top_ids);
       if (token < 0) token = draw(last_logits());  // all of them banned: the full row decides
     } else {

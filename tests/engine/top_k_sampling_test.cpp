@@ -111,6 +111,35 @@ TEST(DeviceTopKSampling, SameTokensAsTheFullRow) {
   EXPECT_NE(generate(*engine, true, g).tokens, a.tokens);
 }
 
+// A generate that needs the full row (log-probabilities here) after one that sampled from the
+// top-k, on the same session: each of its tokens is drawn from its own step's logits, not from the
+// top-k values the earlier call left behind.
+TEST(DeviceTopKSampling, FullRowCallAfterATopKCallOnOneSession) {
+  EngineOptions o;
+  o.model_path = test::source_path("models/default.gguf");
+  auto engine = Engine::load(o);
+  const GenerateOptions first = cases()[0].options;
+  GenerateOptions second = first;
+  second.sampling.n_probs = 3;
+  int n_logprobs = 0;
+  second.on_logprobs = [&](const SampledToken&) { ++n_logprobs; };
+  std::vector<int32_t> tokens[2];
+  for (int on = 0; on < 2; ++on) {
+    EngineInternals::of(*engine).sample_from_top_k = on == 1;
+    auto s = engine->new_session();
+    s->append(engine->tokenize("Once upon a time", true, false));
+    const GenerateOptions* calls[] = {&first, &second};
+    for (const GenerateOptions* g : calls)
+      s->generate(*g, [&](int32_t t, std::string_view) {
+        if (t >= 0) tokens[on].push_back(t);
+        return true;
+      });
+  }
+  EXPECT_EQ(n_logprobs, 2 * second.max_tokens);  // every token of the second call, both runs
+  ASSERT_EQ(tokens[0].size(), size_t(first.max_tokens + second.max_tokens));
+  EXPECT_EQ(tokens[1], tokens[0]);
+}
+
 // A callback may read the logits the next token will be drawn from while the row is on the device.
 TEST(DeviceTopKSampling, LastLogitsInsideTheCallbackAreTheFullRow) {
   EngineOptions o;
