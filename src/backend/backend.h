@@ -5,7 +5,7 @@
 //   1. set_step(StepInputs)  — copies the step's metadata (token ids, positions, per-sequence ranges,
 //      KV block tables, conv-state slots) into backend-owned buffers at fixed addresses;
 //   2. the model calls ops on activation tensors the backend allocated once (alloc);
-//   3. read_output() copies the logits back.
+//   3. read() copies the logits back (or the head wrote them into a host slot: host_logits).
 // Ops never take host pointers to per-step data, so step 2 replays identically for every step of the
 // same token count: a CUDA backend records it once per bucket and replays it.
 #pragma once
@@ -64,6 +64,9 @@ struct StepInputs {
   std::span<const StepSequence> sequences;
   std::span<const int32_t> output_rows;  // batch rows whose logits are wanted, in output order
   bool tokens_from_argmax = false;
+  // ≥ 0: the host will read this step's one row of logits; step_logits() may then place them in
+  // host_logits(host_logits_slot), where they are readable after synchronize() without a copy.
+  int32_t host_logits_slot = -1;
 };
 
 // What per-sequence state the model needs; the backend allocates the memory, the runtime decides
@@ -118,6 +121,21 @@ class Backend {
   virtual void end_step() {}
   // Copies `t` (F32) to host memory, row by row.
   virtual void read(const Tensor& t, float* host) = 0;
+
+  // Logits the LM head writes straight into host memory. A one-row append's logits are read by the
+  // host (a sampler over the full row, a benchmark loop); on a GPU, copying the row after the step
+  // (256-513 KB over PCIe) sat between every two tokens. The engine gives such a step a slot that no
+  // session still reads (StepInputs::host_logits_slot), the model passes the head's output through
+  // step_logits(), and forward() returning a tensor over the slot's memory says it worked; the row
+  // is readable there once synchronize() returns. Backends without this return nullptr / t.
+  static constexpr int32_t kHostLogitsSlots = 2;
+  // Slot `slot`'s memory, at least n floats (allocated on first use: call it between steps).
+  virtual float* host_logits(int32_t /*slot*/, size_t /*n*/) { return nullptr; }
+  // The tensor a model's head should write for this step's logits `t`: t itself, or a view of the
+  // step's host_logits slot when it asked for one and t is a single row.
+  virtual Tensor step_logits(const Tensor& t) { return t; }
+  // Ends the step like end_step() and waits until everything queued so far has run.
+  virtual void synchronize() {}
   // host[r] = the column of row r's largest value (the first on ties), for every row of `t`: greedy
   // decoding without moving rows × n_vocab logits to the host. Ends the step like read().
   virtual void argmax_rows(const Tensor& t, int32_t* host) = 0;

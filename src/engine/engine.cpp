@@ -200,7 +200,17 @@ void Engine::Impl::reserve_evicting(int32_t seq_id, int32_t n_tokens) {
   }
 }
 
-Tensor Engine::Impl::run_step(std::span<const SeqInput> inputs, bool tokens_from_argmax) {
+int32_t Engine::Impl::claim_host_logits(int32_t seq_id) {
+  for (int32_t slot = 0; slot < Backend::kHostLogitsSlots; ++slot) {
+    if (host_logits_holder[slot] >= 0) continue;
+    if (!backend->host_logits(slot, size_t(info.n_vocab))) return -1;
+    host_logits_holder[slot] = seq_id;
+    return slot;
+  }
+  return -1;
+}
+
+Tensor Engine::Impl::run_step(std::span<const SeqInput> inputs, bool tokens_from_argmax, int32_t host_logits_slot) {
   if (fetch_pending_logits) {  // this step overwrites the backend's logits: another session's must be read first
     const bool replaces_them = std::any_of(inputs.begin(), inputs.end(),
                                            [&](const SeqInput& in) { return in.seq_id == pending_logits_seq; });
@@ -235,6 +245,7 @@ Tensor Engine::Impl::run_step(std::span<const SeqInput> inputs, bool tokens_from
     }
   }
   StepInputs si{tokens, positions, seqs, output_rows};
+  si.host_logits_slot = output_rows.size() == 1 ? host_logits_slot : -1;
   if (tokens_from_argmax) {  // the backend feeds the last argmax back itself; in.tokens are placeholders
     si.tokens = {};
     si.tokens_from_argmax = true;

@@ -59,7 +59,17 @@ struct Engine::Impl {
   // Shared by all: validates, reserves KV, runs the forward; returns the output logits tensor.
   // With tokens_from_argmax the step's tokens are the backend's last argmax_rows_async result (each
   // input's tokens then only say how many: one).
-  Tensor run_step(std::span<const SeqInput> inputs, bool tokens_from_argmax = false);
+  // host_logits_slot: a slot claimed for the step's one row of logits (Backend::host_logits).
+  Tensor run_step(std::span<const SeqInput> inputs, bool tokens_from_argmax = false, int32_t host_logits_slot = -1);
+  // The sequence whose last one-row logits each Backend::host_logits slot holds (-1: free). A slot
+  // stays held until that session's next call that replaces its logits, so the span logits()
+  // returned stays valid while other sessions step.
+  int32_t host_logits_holder[Backend::kHostLogitsSlots] = {-1, -1};
+  // A free slot, now held by seq_id (-1 when none is free or the backend has none).
+  int32_t claim_host_logits(int32_t seq_id);
+  void release_host_logits(int32_t slot) {
+    if (slot >= 0) host_logits_holder[slot] = -1;
+  }
   uint64_t step_count = 0;  // forward steps run (run_step)
   // The session whose last step left its logits in the backend's tensor, to read when someone asks
   // (Session::Impl::keep_logits_on_device): a loop of appends that reads none launches each step

@@ -37,6 +37,30 @@ struct Session::Impl {
   bool logits_on_device = false;
   Tensor device_logits;
   uint64_t device_step = 0;  // the engine step that produced it
+  // Or the head wrote the row straight into a host slot of the backend (Backend::host_logits),
+  // which this session holds until its logits are replaced: fetch_logits() then only waits for the
+  // step, and logits() returns the slot's row itself (host_row), never copied.
+  int32_t host_slot = -1;
+  const float* host_ptr = nullptr;
+  std::span<const float> host_row;
+
+  std::span<const float> current_logits() const {
+    return host_row.empty() ? std::span<const float>(logits) : host_row;
+  }
+
+  // Keeps a one-row step's logits where they are: in host slot `slot` if the head wrote them there
+  // (the step returned a tensor over it), else on the device.
+  void keep_logits(const Tensor& row, int32_t slot) {
+    float* p = slot >= 0 ? engine->backend->host_logits(slot, size_t(n_vocab)) : nullptr;
+    if (p && row.data == p) {
+      host_slot = slot;
+      host_ptr = p;
+      logits_on_device = true;
+      return;
+    }
+    engine->release_host_logits(slot);
+    keep_logits_on_device(row);
+  }
 
   void keep_logits_on_device(const Tensor& t) {
     device_logits = t;
@@ -45,14 +69,24 @@ struct Session::Impl {
     engine->pending_logits_seq = seq_id;
     engine->fetch_pending_logits = [this] { fetch_logits(); };
   }
+  // Forgets logits not yet in `logits`: on the device, or in a host slot (released here).
   void drop_pending_logits() {
     logits_on_device = false;
+    host_row = {};
+    engine->release_host_logits(host_slot);
+    host_slot = -1;
     if (engine->pending_logits_seq != seq_id) return;
     engine->pending_logits_seq = -1;
     engine->fetch_pending_logits = nullptr;
   }
   void fetch_logits() {
     if (!logits_on_device) return;
+    if (host_slot >= 0) {
+      logits_on_device = false;
+      engine->backend->synchronize();
+      host_row = {host_ptr, size_t(n_vocab)};
+      return;
+    }
     drop_pending_logits();
     if (engine->step_count != device_step) return;  // a step of this sequence replaced them: no logits
     logits.resize(size_t(n_vocab));
@@ -300,9 +334,17 @@ void Session::append(std::span<const int32_t> tokens, bool all_logits) {
     const bool last = done + n == tokens.size();
     Engine::Impl::SeqInput in{impl_->seq_id, piece, all_logits};
     if (!all_logits && !hidden_out) {  // one row of logits, read when asked: no wait for the device here
-      const Tensor row = e.run_step({&in, 1});
+      const int32_t slot = last ? e.claim_host_logits(impl_->seq_id) : -1;
+      Tensor row;
+      try {
+        row = e.run_step({&in, 1}, false, slot);
+      } catch (...) {
+        e.release_host_logits(slot);
+        throw;
+      }
       e.advance({&in, 1});
-      if (last) impl_->keep_logits_on_device(row);
+      if (last) impl_->keep_logits(row, slot);
+      else e.release_host_logits(slot);
     } else {
       e.step({&in, 1}, part, hidden_out);
       if (all_logits || last) {
@@ -355,13 +397,14 @@ void Session::append_text(std::string_view text, bool parse_special) {
 
 std::span<const float> Session::logits() const {
   impl_->fetch_logits();
-  return impl_->logits;
+  return impl_->current_logits();
 }
 
 std::span<const float> Session::last_logits() const {
   impl_->fetch_logits();
-  if (impl_->logits.empty()) return {};
-  return std::span<const float>(impl_->logits).last(size_t(impl_->n_vocab));
+  const std::span<const float> all = impl_->current_logits();
+  if (all.empty()) return {};
+  return all.last(size_t(impl_->n_vocab));
 }
 
 std::span<const float> Session::embeddings() const { return impl_->embeddings; }
@@ -398,14 +441,15 @@ std::unique_ptr<Session> Session::fork() {
   impl->history = impl_->history;
   impl->shifted = impl_->shifted;
   impl->chat_fed = impl_->chat_fed;
-  impl->logits = impl_->logits;
+  const std::span<const float> logits = impl_->current_logits();
+  impl->logits.assign(logits.begin(), logits.end());
   impl->embeddings = impl_->embeddings;
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
 
 FinishReason Session::generate(const GenerateOptions& options, const TokenCallback& on_token) {
   impl_->fetch_logits();
-  if (impl_->logits.empty())
+  if (impl_->current_logits().empty())
     throw Error(ErrorCode::InvalidArgument, "generate: append a prompt first");
   Engine::Impl& e = *impl_->engine;
   SamplingParams params = options.sampling;
@@ -443,6 +487,7 @@ FinishReason Session::generate(const GenerateOptions& options, const TokenCallba
         impl.fetch_logits();
       } catch (...) {
         impl.logits.clear();
+        impl.drop_pending_logits();
       }
     }
   } fetch_logits_at_end{*impl_};

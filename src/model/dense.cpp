@@ -244,7 +244,10 @@ class DenseModel final : public Model {
     Tensor rows = out_rows_.first_rows(n_out);
     be.gather_output_rows_norm(x, output_norm_, eps, rows);
     output_hidden_ = rows;
+    // The head writes host memory only when it is the last op on the logits (no bias or scale after
+    // it: those would read and write the row across the bus).
     Tensor logits = logits_.first_rows(n_out);
+    if (!output_bias_ && cfg_.logit_scale == 0.f) logits = be.step_logits(logits);
     be.matmul(rows, output_, logits);
     add_bias(logits, output_bias_);
     if (cfg_.logit_scale != 0.f) be.scale(logits, 1.f / cfg_.logit_scale);  // granite divides

@@ -154,7 +154,7 @@ class Lfm2Model final : public Model {
     Tensor rows = out_rows_.first_rows(n_out);
     be.gather_output_rows_norm(x, output_norm_, eps, rows);
     output_hidden_ = rows;
-    Tensor logits = logits_.first_rows(n_out);
+    Tensor logits = be.step_logits(logits_.first_rows(n_out));  // maybe straight into host memory
     be.matmul(rows, output_, logits);
     return logits;
   }

@@ -203,6 +203,39 @@ TEST(CudaGraphs, ReplayEqualsEagerLaunchesBitForBit) {
   }
 }
 
+// A one-row append's logits are written by the LM head straight into page-locked host memory (a
+// Backend::host_logits slot, across PCIe): the same row, bit for bit, as an all_logits append of the
+// same token reads from the device; and a row logits() returned stays intact while other sessions
+// step (the two slots are held by their sessions, a third session reads from the device).
+TEST(CudaHostLogits, HeadWritesTheDeviceRowAndEachSessionKeepsItsOwn) {
+  CERA_REQUIRE_CUDA();
+  auto engine = load(model_path("default", ""), "cuda", 4);
+  const auto prompts = prompts_for("default", *engine);
+  ASSERT_GE(prompts.size(), 3u);
+  std::unique_ptr<Session> sessions[3];
+  std::span<const float> rows[3];
+  std::vector<float> copies[3];
+  for (int i = 0; i < 3; ++i) {
+    sessions[i] = engine->new_session();
+    sessions[i]->append(prompts[size_t(i)]);
+    for (int32_t t : {11, 12, 13}) sessions[i]->append({&t, 1});  // decode steps: replayed graphs
+    rows[i] = sessions[i]->last_logits();
+    copies[i].assign(rows[i].begin(), rows[i].end());
+  }
+  EXPECT_NE(rows[0].data(), rows[1].data());
+  for (int i = 0; i < 3; ++i) {
+    auto reference = engine->new_session();
+    reference->append(prompts[size_t(i)]);
+    for (int32_t t : {11, 12}) reference->append({&t, 1});
+    const int32_t last = 13;
+    reference->append({&last, 1}, /*all_logits=*/true);  // read from the device's logits
+    EXPECT_TRUE(std::equal(rows[i].begin(), rows[i].end(), copies[i].begin(), copies[i].end())) << i;
+    const auto want = reference->last_logits();
+    ASSERT_EQ(want.size(), rows[i].size());
+    EXPECT_TRUE(std::equal(rows[i].begin(), rows[i].end(), want.begin())) << i;
+  }
+}
+
 // decode_batch over several sessions equals each session decoding alone: with up to two sequences
 // the same matvec arithmetic per row (bit-identical), with more the GEMM path (16-bit activations:
 // the reduced-precision bound). decode_batch_greedy returns the argmax of those logits.

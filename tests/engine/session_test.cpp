@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "cera/engine.h"
+#include "engine/engine_impl.h"
 #include "support/fixture_models.h"
 #include "support/fixtures.h"
 
@@ -150,6 +151,49 @@ TEST(Session, UnreadLogitsSurviveOtherSessionsSteps) {
   const auto want_longer = logits_of(longer);  // another session's step first, then a's read
   EXPECT_TRUE(bitwise_equal(a->last_logits(), want_longer));
   EXPECT_EQ(a->position(), int32_t(longer.size()));
+}
+
+// A one-row append's logits may live in one of the backend's host slots (Backend::host_logits),
+// where the LM head wrote them. The row logits() returned stays valid while other sessions step: a
+// slot is held until its session's logits are replaced, and a session finding none free reads its
+// row from the backend's logits as before.
+TEST(Session, HostLogitsSlotsStayWithTheirSession) {
+  auto engine = load("Q8_0", 0, /*n_seq=*/4);
+  auto& impl = EngineInternals::of(*engine);
+  const std::vector<int32_t> prompts[3] = {long_prompt(20), long_prompt(20, 7), long_prompt(20, 13)};
+  std::unique_ptr<Session> sessions[3];
+  std::span<const float> rows[3];
+  std::vector<float> copies[3];  // taken at once, before any other step
+  for (int i = 0; i < 3; ++i) {
+    sessions[i] = engine->new_session();
+    sessions[i]->append(prompts[i]);
+    rows[i] = sessions[i]->last_logits();
+    copies[i].assign(rows[i].begin(), rows[i].end());
+  }
+  // The first two took the two slots; the third found none free.
+  const float* slot0 = impl.backend->host_logits(0, 1);
+  const float* slot1 = impl.backend->host_logits(1, 1);
+  EXPECT_EQ(rows[0].data(), slot0);
+  EXPECT_EQ(rows[1].data(), slot1);
+  EXPECT_NE(rows[2].data(), slot0);
+  EXPECT_NE(rows[2].data(), slot1);
+  // Steps of another session: every row is still its own.
+  auto other = engine->new_session();
+  other->append(prompts[0]);
+  const int32_t t = 5;
+  other->append({&t, 1});
+  EXPECT_FALSE(bitwise_equal(other->last_logits(), copies[0]));  // it wrote a different row
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(bitwise_equal(rows[i], copies[i])) << i;
+  // A session's next append releases its slot and takes the first free one; dropping it frees it.
+  other.reset();
+  sessions[0]->append({&t, 1});
+  EXPECT_EQ(sessions[0]->last_logits().data(), slot0);
+  EXPECT_TRUE(bitwise_equal(rows[1], copies[1]));
+  sessions[1].reset();
+  auto d = engine->new_session();
+  d->append(prompts[1]);
+  EXPECT_EQ(d->last_logits().data(), slot1);
+  EXPECT_TRUE(bitwise_equal(d->last_logits(), copies[1]));  // the same prompt, the same logits
 }
 
 TEST(Session, CancelFromAnotherThreadStopsALongPrefill) {

@@ -1,6 +1,7 @@
 #include "backend/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <deque>
 #include <thread>
@@ -93,10 +94,29 @@ class CpuBackend final : public Backend {
     for (const auto& s : in.sequences) block_tables_.emplace_back(s.kv_blocks.begin(), s.kv_blocks.end());
     seqs_.assign(in.sequences.begin(), in.sequences.end());
     for (size_t i = 0; i < seqs_.size(); ++i) seqs_[i].kv_blocks = block_tables_[i];
+    host_logits_slot_ = in.host_logits_slot;
   }
 
   void read(const Tensor& t, float* host) override {
     for (int64_t r = 0; r < t.rows; ++r) std::memcpy(host + r * t.cols, t.row(r), sizeof(float) * t.cols);
+  }
+
+  // The head writes a one-row step's logits into the slot itself: the session reads them there, no
+  // copy of the row per token.
+  float* host_logits(int32_t slot, size_t n) override {
+    auto& buf = host_logits_.at(size_t(slot));
+    if (buf.size() < n) buf.resize(n);
+    return buf.data();
+  }
+
+  Tensor step_logits(const Tensor& t) override {
+    if (host_logits_slot_ < 0 || t.rows != 1) return t;
+    auto& buf = host_logits_.at(size_t(host_logits_slot_));
+    if (buf.size() < size_t(t.cols)) return t;
+    Tensor v = t;
+    v.data = buf.data();
+    v.row_bytes = sizeof(float) * size_t(t.cols);
+    return v;
   }
 
   void argmax_rows(const Tensor& t, int32_t* host) override {
@@ -236,6 +256,8 @@ class CpuBackend final : public Backend {
   std::vector<float> kv_;
   std::vector<float> conv_;
   std::vector<int32_t> tokens_, positions_, output_rows_;
+  int32_t host_logits_slot_ = -1;  // the step's, from StepInputs
+  std::array<std::vector<float>, kHostLogitsSlots> host_logits_;
   std::vector<std::vector<int32_t>> block_tables_;
   std::vector<StepSequence> seqs_;
 };

@@ -11,6 +11,7 @@
 #include "backend/host_memory.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -86,6 +87,7 @@ struct StepKey {
   int32_t context_span;  // cuda::decode_context_span: attention_decode_fused's launch shape
   int32_t meta_slot;     // which of the two device metadata buffers the launches read
   bool argmax_tokens;    // the embedding reads the ids the last argmax left on the device
+  int32_t host_logits_slot;  // the head writes this host_logits slot (-1: the device logits)
   auto operator<=>(const StepKey&) const = default;
 };
 
@@ -418,6 +420,7 @@ class CudaBackend final : public Backend {
     n_tokens_ = T;
     n_seqs_ = S;
     n_out_ = n_out;
+    host_logits_slot_ = in.host_logits_slot;
     max_keys_ = max_keys;
     context_span_ = cuda::decode_context_span(max_keys);
     decode_ = decode_shaped && S == T;
@@ -443,7 +446,7 @@ class CudaBackend final : public Backend {
 
     mode_ = Mode::Eager;
     if (options_.use_graphs && decode_) {
-      const StepKey key{T, S, n_out, context_span_, meta_slot_, in.tokens_from_argmax};
+      const StepKey key{T, S, n_out, context_span_, meta_slot_, in.tokens_from_argmax, host_logits_slot_};
       StepKey shape = key;  // a shape seen in either slot is captured at its next step
       shape.meta_slot = 0;
       if (auto it = graphs_.find(key); it != graphs_.end()) {
@@ -474,6 +477,37 @@ class CudaBackend final : public Backend {
                                       cudaMemcpyDeviceToHost, stream_));
     sync_stream();
     std::memcpy(host, read_host_.as<char>(), row * size_t(t.rows));
+  }
+
+  // The head's stores cross PCIe as it runs (the slot is page-locked and mapped: with unified
+  // addressing its host address is also the device's), so the row is on the host when the step
+  // ends instead of copied after it. H200, tg128 (each token's logits read): see BENCHMARKS.md.
+  float* host_logits(int32_t slot, size_t n) override {
+    PinnedBuffer& b = host_logits_.at(size_t(slot));
+    if (b.capacity() < sizeof(float) * n) {
+      sync_stream();  // no step in flight may still write the old buffer
+      b.ensure(sizeof(float) * n);
+      invalidate_graphs();  // graphs write the old address
+      void* device = nullptr;
+      CERA_CUDA_CHECK(cudaHostGetDevicePointer(&device, b.as<void>(), 0));
+      host_logits_mapped_ = device == b.as<void>();
+    }
+    return host_logits_mapped_ ? b.as<float>() : nullptr;
+  }
+
+  Tensor step_logits(const Tensor& t) override {
+    if (host_logits_slot_ < 0 || t.rows != 1 || !host_logits_mapped_) return t;
+    const PinnedBuffer& b = host_logits_.at(size_t(host_logits_slot_));
+    if (b.capacity() < sizeof(float) * size_t(t.cols)) return t;
+    Tensor v = t;
+    v.data = b.as<float>();
+    v.row_bytes = sizeof(float) * size_t(t.cols);
+    return v;
+  }
+
+  void synchronize() override {
+    finish_step();
+    sync_stream();
   }
 
   void argmax_rows(const Tensor& t, int32_t* host) override {
@@ -1050,6 +1084,10 @@ class CudaBackend final : public Backend {
   size_t arena_chunk_ = size_t(32) << 20;  // doubles per chunk up to 1 GiB
   StateLayout layout_;
   DeviceBuffer kv_, conv_;
+
+  std::array<PinnedBuffer, kHostLogitsSlots> host_logits_;
+  bool host_logits_mapped_ = false;
+  int32_t host_logits_slot_ = -1;  // the step's (StepInputs::host_logits_slot)
 
   MetaLayout meta_;
   PinnedBuffer meta_host_[2];

@@ -84,6 +84,7 @@ class PinnedBuffer {
   }
   template <typename T>
   T* as() const { return static_cast<T*>(ptr_); }
+  size_t capacity() const { return bytes_; }
 
  private:
   void* ptr_ = nullptr;
