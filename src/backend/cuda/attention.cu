@@ -581,7 +581,7 @@ __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
   const DecodeBlock blk = decode_block<H>(group, head_chunks);  // (lambdas below capture its fields)
   const int32_t t = blk.t, kvh = blk.kvh, h0 = blk.h0, nh = blk.nh, split = blk.split;
   const int32_t hd = sh.head_dim;
-  const DeviceSeq sq = step.seqs[step.token_seq[t]];
+  const DeviceSeq sq = step.seqs[step.tokens_are_seqs ? t : step.token_seq[t]];
   const int32_t* table = step.block_tables + sq.block_offset;
   const int32_t slot = sq.n_past + (t - sq.first_token);  // the token's cache position
   const int32_t n_keys = slot + 1;

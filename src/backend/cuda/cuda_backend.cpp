@@ -88,6 +88,7 @@ struct StepKey {
   int32_t meta_slot;     // which of the two device metadata buffers the launches read
   bool argmax_tokens;    // the embedding reads the ids the last argmax left on the device
   int32_t host_logits_slot;  // the head writes this host_logits slot (-1: the device logits)
+  bool tokens_are_seqs;      // StepView::tokens_are_seqs
   auto operator<=>(const StepKey&) const = default;
 };
 
@@ -402,7 +403,7 @@ class CudaBackend final : public Backend {
     std::copy(in.output_rows.begin(), in.output_rows.end(), output_rows);
     // Ids from the host are checked in embed(); ids fed back from the argmax are valid by construction.
     host_tokens_ = in.tokens_from_argmax ? std::span<const int32_t>() : std::span<const int32_t>(tokens, size_t(T));
-    bool decode_shaped = true;
+    bool decode_shaped = true, tokens_are_seqs = true;
     int32_t block_off = 0;
     n_tiles_ = 0;
     for (int32_t i = 0; i < S; ++i) {
@@ -416,6 +417,7 @@ class CudaBackend final : public Backend {
       for (int32_t t0 = 0; t0 < s.n_tokens; t0 += cuda::kAttentionTileTokens)
         tiles[n_tiles_++] = {i, t0, std::min(cuda::kAttentionTileTokens, s.n_tokens - t0)};
       decode_shaped = decode_shaped && s.n_tokens == 1;
+      tokens_are_seqs = tokens_are_seqs && s.n_tokens == 1 && s.first_token == i;
     }
     n_tokens_ = T;
     n_seqs_ = S;
@@ -442,11 +444,12 @@ class CudaBackend final : public Backend {
     view_ = {step_tokens,                                             reinterpret_cast<const int32_t*>(d + at.positions),
              reinterpret_cast<const int32_t*>(d + at.token_seq),    reinterpret_cast<const cuda::DeviceSeq*>(d + at.seqs),
              reinterpret_cast<const int32_t*>(d + at.blocks),       reinterpret_cast<const int32_t*>(d + at.output_rows),
-             reinterpret_cast<const cuda::AttentionTile*>(d + at.tiles)};
+             reinterpret_cast<const cuda::AttentionTile*>(d + at.tiles), int32_t(tokens_are_seqs && S == T)};
 
     mode_ = Mode::Eager;
     if (options_.use_graphs && decode_) {
-      const StepKey key{T, S, n_out, context_span_, meta_slot_, in.tokens_from_argmax, host_logits_slot_};
+      const StepKey key{T, S, n_out, context_span_, meta_slot_, in.tokens_from_argmax, host_logits_slot_,
+                        view_.tokens_are_seqs != 0};
       StepKey shape = key;  // a shape seen in either slot is captured at its next step
       shape.meta_slot = 0;
       if (auto it = graphs_.find(key); it != graphs_.end()) {

@@ -33,6 +33,10 @@ struct StepView {
   const int32_t* block_tables;
   const int32_t* output_rows;  // [n_out]
   const AttentionTile* tiles;  // [n_tiles]
+  // 1: token t is sequence t's only token (a decode step as the engine builds it), so a kernel may
+  // take seqs[t] without first loading token_seq[t]: one dependent load fewer where it is on the
+  // critical path (the fused decode attention's preamble, in blocks that start after their wait).
+  int32_t tokens_are_seqs;
 };
 
 }  // namespace cera::cuda
