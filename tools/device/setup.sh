@@ -9,6 +9,7 @@ export LD_LIBRARY_PATH="$PWD/.device/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH
 CERA=/tmp/cera/cera
 rm -rf /tmp/fixtures && cp -r .device/fixtures /tmp/fixtures
 shopt -s nullglob  # a pack without fixtures (pack.sh none) has nothing to rebuild
+for f in /tmp/fixtures/models/*/gguf/*.gguf.xz; do xz -d "$f"; done  # pack.sh compresses the dense ones
 for dir in /tmp/fixtures/models/*; do
   m=$(basename "$dir")
   mkdir -p "$dir/gguf"
