@@ -119,6 +119,9 @@ class Backend {
   // same way; the engine calls this after every forward, so that no capture stays open while the
   // host goes on (an append returns before its logits are read).
   virtual void end_step() {}
+  // After set_step: whether the step replays a recorded one (a GPU backend's graph), so every op
+  // call until end_step() returns at once and the model may skip them (Model::replay).
+  virtual bool replaying() const { return false; }
   // Copies `t` (F32) to host memory, row by row.
   virtual void read(const Tensor& t, float* host) = 0;
 

@@ -252,7 +252,8 @@ Tensor Engine::Impl::run_step(std::span<const SeqInput> inputs, bool tokens_from
   }
   ++step_count;
   backend->set_step(si);
-  const Tensor logits = model->forward(int32_t(tokens.size()), int32_t(output_rows.size()));
+  const int32_t T = int32_t(tokens.size()), n_out = int32_t(output_rows.size());
+  const Tensor logits = backend->replaying() ? model->replay(T, n_out) : model->forward(T, n_out);
   backend->end_step();
   return logits;
 }

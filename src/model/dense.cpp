@@ -241,17 +241,12 @@ class DenseModel final : public Model {
         be.ffn_swiglu(x, L.ffn_norm, eps, L.ffn_gate, L.ffn_up, L.ffn_down, branch_scale, h, gu, g, o);
       }
     }
-    Tensor rows = out_rows_.first_rows(n_out);
-    be.gather_output_rows_norm(x, output_norm_, eps, rows);
-    output_hidden_ = rows;
-    // The head writes host memory only when it is the last op on the logits (no bias or scale after
-    // it: those would read and write the row across the bus).
-    Tensor logits = logits_.first_rows(n_out);
-    if (!output_bias_ && cfg_.logit_scale == 0.f) logits = be.step_logits(logits);
-    be.matmul(rows, output_, logits);
-    add_bias(logits, output_bias_);
-    if (cfg_.logit_scale != 0.f) be.scale(logits, 1.f / cfg_.logit_scale);  // granite divides
-    return logits;
+    return head(x, n_out);
+  }
+
+  Tensor replay(int32_t T, int32_t n_out) override {
+    check_outputs(n_out);
+    return head(x_.first_rows(T), n_out);
   }
 
  private:
@@ -269,6 +264,22 @@ class DenseModel final : public Model {
   std::vector<Layer> layers_;
   std::deque<std::vector<float>> bias_rows_;  // host copies the CPU backend reads in place (bqkv)
   int32_t kv_dim_ = 0;
+  // The final norm of the output rows and the LM head (the end of forward and replay).
+  Tensor head(const Tensor& x, int32_t n_out) {
+    Backend& be = backend_;
+    Tensor rows = out_rows_.first_rows(n_out);
+    be.gather_output_rows_norm(x, output_norm_, hp_.norm_eps, rows);
+    output_hidden_ = rows;
+    // The head writes host memory only when it is the last op on the logits (no bias or scale after
+    // it: those would read and write the row across the bus).
+    Tensor logits = logits_.first_rows(n_out);
+    if (!output_bias_ && cfg_.logit_scale == 0.f) logits = be.step_logits(logits);
+    be.matmul(rows, output_, logits);
+    if (output_bias_) be.add_bias(logits, *output_bias_);
+    if (cfg_.logit_scale != 0.f) be.scale(logits, 1.f / cfg_.logit_scale);  // granite divides
+    return logits;
+  }
+
   Tensor x_, h_, o_, qkv_, attn_, ffn_, out_rows_, logits_;
 };
 

@@ -151,12 +151,12 @@ class Lfm2Model final : public Model {
       Tensor gu = ffn_.first_rows(T).cols_slice(0, 2 * F), g = gu.cols_slice(0, F);
       be.ffn_swiglu(x, L.ffn_norm, eps, L.ffn_gate, L.ffn_up, L.ffn_down, 1.f, h, gu, g, o);
     }
-    Tensor rows = out_rows_.first_rows(n_out);
-    be.gather_output_rows_norm(x, output_norm_, eps, rows);
-    output_hidden_ = rows;
-    Tensor logits = be.step_logits(logits_.first_rows(n_out));  // maybe straight into host memory
-    be.matmul(rows, output_, logits);
-    return logits;
+    return head(x, n_out);
+  }
+
+  Tensor replay(int32_t T, int32_t n_out) override {
+    check_outputs(n_out);
+    return head(x_.first_rows(T), n_out);
   }
 
  private:
@@ -172,6 +172,17 @@ class Lfm2Model final : public Model {
   Tensor tok_embd_, output_norm_, output_;
   std::vector<Layer> layers_;
   int32_t n_attn_ = 0, n_conv_ = 0, kv_dim_ = 0;
+  // The final norm of the output rows and the LM head (the end of forward and replay).
+  Tensor head(const Tensor& x, int32_t n_out) {
+    Backend& be = backend_;
+    Tensor rows = out_rows_.first_rows(n_out);
+    be.gather_output_rows_norm(x, output_norm_, hp_.norm_eps, rows);
+    output_hidden_ = rows;
+    Tensor logits = be.step_logits(logits_.first_rows(n_out));  // maybe straight into host memory
+    be.matmul(rows, output_, logits);
+    return logits;
+  }
+
   Tensor x_, h_, o_, bcx_, qkv_, attn_, ffn_, out_rows_, logits_;
 };
 

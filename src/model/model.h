@@ -48,6 +48,9 @@ class Model {
   // Runs the step whose inputs were handed to backend().set_step(); returns the logits of the
   // step's output rows, [n_outputs, n_vocab], in backend memory.
   virtual Tensor forward(int32_t n_tokens, int32_t n_outputs) = 0;
+  // The same step while the backend replays a recorded one (Backend::replaying): every op call
+  // would return at once, so only what forward() returns (and output_hidden) is worked out.
+  virtual Tensor replay(int32_t n_tokens, int32_t n_outputs) { return forward(n_tokens, n_outputs); }
   // Context shift: in every attention layer, moves the K/V of positions [first, first + count) of
   // the sequence with block table `blocks` down by `delta`, with K re-rotated for its new position.
   // (Conv state holds only the last few inputs, so it is already right after a shift.)

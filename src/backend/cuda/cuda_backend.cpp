@@ -5,7 +5,8 @@
 // sequences, outputs) and by which of two metadata buffers it reads. The first step of a shape runs
 // eagerly (allocating whatever scratch it needs), the next ones are captured into a CUDA graph per
 // buffer, and later ones replay them: set_step() copies the new metadata into the fixed device
-// buffer the graph reads, the model's op calls return at once, and end_step() launches the graph.
+// buffer the graph reads, the model skips its layers' op calls (Backend::replaying, Model::replay:
+// they would return at once), and end_step() launches the graph.
 // Prefill steps, whose shapes rarely repeat, always run eagerly.
 #include "backend/cuda/cuda_backend.h"
 #include "backend/host_memory.h"
@@ -385,9 +386,12 @@ class CudaBackend final : public Backend {
     // back) is done, usually while the step before this one still runs, so no transfer sits between
     // two replayed graphs (a copy in stream order there held the GPU idle a few µs a step); see below
     // for the stream the host has just waited for. Graphs are keyed by the slot they read.
-    CERA_CUDA_CHECK(cudaEventRecord(meta_free_[meta_slot_], stream_));  // all that read the last step's slot
+    // After a wait for the step stream (stream_drained_: nothing launched since) both events would
+    // be complete already: every reader of the last slot has run, and every copy into this one ran
+    // on that stream or was waited for by it. Two API calls fewer on a per-token loop's host path.
+    if (!stream_drained_) CERA_CUDA_CHECK(cudaEventRecord(meta_free_[meta_slot_], stream_));  // all that read the last step's slot
     meta_slot_ ^= 1;
-    CERA_CUDA_CHECK(cudaEventSynchronize(meta_copied_[meta_slot_]));  // the pinned slot's last copy is done
+    if (!stream_drained_) CERA_CUDA_CHECK(cudaEventSynchronize(meta_copied_[meta_slot_]));  // its last copy is done
     const MetaOffsets at = MetaOffsets::pack(T, S, n_out, n_tiles, n_blocks);
     char* h = meta_host_[meta_slot_].as<char>();
     auto* tokens = reinterpret_cast<int32_t*>(h + at.tokens);
@@ -465,6 +469,8 @@ class CudaBackend final : public Backend {
   }
 
   void end_step() override { finish_step(); }
+
+  bool replaying() const override { return mode_ == Mode::Replay; }
 
   void read(const Tensor& t, float* host) override {
     finish_step();
@@ -971,6 +977,7 @@ class CudaBackend final : public Backend {
     }
     if (profiler_.on() && mode_ != Mode::Capturing) profiler_.mark(name, stream_);
     if (ablated(name)) return false;
+    stream_drained_ = false;  // an op after read() reads the last step's metadata slot
     return true;  // Eager, Capturing, or Idle (an op after read(): it runs on the last step's metadata)
   }
 
