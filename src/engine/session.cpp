@@ -16,9 +16,9 @@ struct Session::Impl {
   int32_t n_vocab;
   std::vector<int32_t> history;  // every token in the sequence (the prefix cache is keyed by it)
   HostVector<float> logits;      // of the last append: [n, n_vocab]
-  // The buffer a step reads its logits into, swapped with `logits` rather than copied (a decode
-  // step's row is 256 KB for a 65,536-token vocabulary; the copy was on the host between two steps).
-  HostVector<float> step_logits;
+  // The buffer an all_logits (or embeddings) chunk reads its logits into, swapped with `logits`
+  // rather than copied when the append is one chunk.
+  HostVector<float> chunk_logits;
   std::vector<float> embeddings; // of the same rows, [n, n_embd], when the engine keeps them
   int32_t reused = 0;
   bool shifted = false;  // after a context shift the state no longer matches a plain prefix
@@ -320,7 +320,7 @@ void Session::append(std::span<const int32_t> tokens, bool all_logits) {
   // Chunks end at multiples of the checkpoint interval (when the cache is on), so the same tokens
   // are always evaluated in the same chunks: a resumed prompt gives bit-identical results.
   const int32_t interval = e.prefix_cache ? e.options.checkpoint_interval : 0;
-  HostVector<float>& part = impl_->step_logits;
+  HostVector<float>& part = impl_->chunk_logits;
   std::vector<float> hidden;
   std::vector<float>* hidden_out = e.options.embeddings ? &hidden : nullptr;
   size_t done = 0;
