@@ -706,5 +706,61 @@ INSTANTIATE_TEST_SUITE_P(Types, CudaShortConvFused,
                                   std::to_string(std::get<2>(info.param));
                          });
 
+// hint_weights_after_attention: a one-token decode attention launch's idle blocks prefetch the
+// hinted weights into L2 (CudaBackendOptions::l2_prefetch_mb). A hint changes no result: decode
+// steps over contexts of 1-40 keys (single blocks, most of them idle) give bit for bit the outputs
+// of a backend without prefetching, with hints of two 8 MB weights, one weight, and none (the split
+// of the prefetch over the blocks, that no piece runs past its range, is l2_prefetch_test.cpp's).
+TEST(CudaL2Prefetch, HintedStepsGiveTheSameOutputs) {
+  CERA_REQUIRE_CUDA();
+  const AttnShape sh{8, 2, 64, false};
+  auto make = [](int mb) {
+    CudaBackendOptions o;
+    o.use_graphs = false;
+    o.l2_prefetch_mb = mb;
+    return make_cuda_backend(o);
+  };
+  std::unique_ptr<Backend> on = make(64), off = make(0);
+  const std::vector<float> w_data = random_floats(size_t(2048) * 1024, 91, -1.f, 1.f);  // 8 MB
+  const int32_t qd = sh.n_head * sh.head_dim, kv_dim = sh.n_head_kv * sh.head_dim;
+  const AttentionParams ap{sh.n_head, sh.n_head_kv, sh.head_dim, 0.125f};
+  RopeParams rope;
+  rope.n_rot = sh.head_dim;
+  rope.freq_base = 10000.f;
+  struct Net {
+    Tensor q, k, v, out, gate, up;
+  };
+  auto setup = [&](Backend& be) {
+    StateLayout L;
+    L.n_attention_layers = 1;
+    L.kv_dim = kv_dim;
+    L.kv_block_size = 16;
+    L.n_kv_blocks = 4;
+    be.configure_state(L);
+    Net n{be.alloc(1, qd), be.alloc(1, kv_dim), be.alloc(1, kv_dim), be.alloc(1, qd), {}, {}};
+    n.gate = be.upload_weight(GgmlType::F32, 2048, 1024, w_data.data());
+    n.up = be.upload_weight(GgmlType::F32, 2048, 1024, w_data.data());
+    return n;
+  };
+  Net a = setup(*on), b = setup(*off);
+  std::vector<Seq> seqs = {{1, 0, {2, 0, 3}, -1}};
+  for (int32_t step = 0; step < 40; ++step) {
+    const test::Step st(seqs);
+    const auto q = random_floats(size_t(qd), 100 + step, -2, 2), k = random_floats(size_t(kv_dim), 200 + step, -2, 2),
+               v = random_floats(size_t(kv_dim), 300 + step, -2, 2);
+    auto run = [&](Backend& be, Net& n) {
+      be.set_step(st.in);
+      write(be, n.q, q), write(be, n.k, k), write(be, n.v, v);
+      const Tensor both[] = {n.gate, n.up};
+      if (step % 3 == 0) be.hint_weights_after_attention(both);
+      else if (step % 3 == 1) be.hint_weights_after_attention({&n.up, 1});
+      be.qk_norm_rope_attention(0, n.q, n.k, n.v, nullptr, nullptr, 1e-6f, ap, rope, n.out);
+      return read(be, n.out);
+    };
+    EXPECT_EQ(run(*on, a), run(*off, b)) << "step " << step;
+    seqs[0].n_past += 1;
+  }
+}
+
 }  // namespace
 }  // namespace cera
