@@ -19,11 +19,11 @@
 #include <cstring>
 #include <deque>
 #include <map>
-#include <utility>
 #include <set>
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/ops.h"
