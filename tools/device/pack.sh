@@ -55,7 +55,8 @@ esac
 chmod -R u+w .device
 du -sh .device
 # A device call carries the tracked tree too, 64 MiB in all.
-tree=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+# (|| true: with models/default.gguf moved aside for the call, du fails on it and counts the rest.)
+tree=$( (git ls-files -z | xargs -0 du -cb 2>/dev/null || true) | tail -1 | cut -f1)
 total=$(( $(du -sb .device | cut -f1) + tree ))
 echo "with the tracked tree: $((total >> 20)) MiB of the 64 a device call carries"
 # A pack measured at 63 MiB here was refused there: keep a margin.
