@@ -617,30 +617,71 @@ __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
   const int32_t j0 = split * per, j1 = min(n_keys, j0 + per);
   const int64_t v_offset = int64_t(kv.block_size) * kv.kv_dim;
   auto cached_key = [&](int32_t j) -> const T* { return k_at(kv, table, j) + int64_t(kvh) * hd; };
+  constexpr int P = kMaxHd / 64;  // RoPE pairs a lane rotates
+  const bool has_rope = in.rope.n_rot > 0;
+  // A cluster's blocks start late (a GPC's SMs come free only once the products before end), so
+  // its wait has usually passed when the preamble ends and the angles (sines and cosines in double)
+  // would delay the q load: a cluster block requests the angles' inputs first and computes them
+  // after the wait, while the token's q, k and v load (H200 `--parallel 1`, contexts of 129-256
+  // keys: Llama-3.2-1B BF16 +1.9 %, Qwen3-0.6B BF16 +3.4 %; single blocks, which mostly start
+  // before the products end, lost ~1 % on LFM2-1.2B Q4_0 that way and keep the angles here).
+  RopeLaneInputs<P> rope_in{};
+  if (kCluster && has_rope) rope_in = rope_lane_inputs<P>(in.rope, step.positions[t]);
   KeyBatch<T, E> first;
   load_keys<W>(j0 + warp, j1, hd, cached_key, v_offset, first, nullptr, nullptr, slot);
-  const RopeLane<kMaxHd / 64> rot =
-      in.rope.n_rot > 0 ? rope_lane<kMaxHd / 64>(in.rope, step.positions[t]) : RopeLane<kMaxHd / 64>{};
+  RopeLane<P> rot{};
+  if (!kCluster && has_rope) rot = rope_lane<P>(in.rope, step.positions[t]);
   // The warp's q or k norm weight too: after the wait, only the token's q, k and v are read.
-  const NormLane<kMaxHd / 64> norm_w =
-      norm_lane<kMaxHd / 64>(warp < nh ? in.q_norm : warp == W - 1 ? in.k_norm : nullptr, hd);
-  trace::trace_mark(4);  // the preamble issued (angles computed; key loads may be in flight)
+  const NormLane<P> norm_w = norm_lane<P>(warp < nh ? in.q_norm : warp == W - 1 ? in.k_norm : nullptr, hd);
+  trace::trace_mark(4);  // the preamble issued (single blocks: angles computed; key loads may be in flight)
   pdl_wait();
   pdl_trigger_dependents();
 
   // The block's q heads and the token's k head, normalised and rotated, and its v head.
-  for (int32_t g = warp; g < nh; g += W) {
-    const float* src = in.q + int64_t(t) * in.q_stride + int64_t(h0 + g) * hd;
-    for (int32_t d = lane; d < hd; d += 32) sm_q[g][d] = src[d];
-    __syncwarp();
-    norm_rope_head(sm_q[g], in.q_norm != nullptr, norm_w, in.eps, hd, in.rope, rot);
+  if constexpr (kCluster) {
+    // Each warp holds at most one q head (nh ≤ H < W - 1): its loads are issued before the angles
+    // are computed, and land in shared memory after.
+    static_assert(H < W - 1, "one q head a warp, and the k/v warp is none of them");
+    const bool q_warp = warp < nh, kv_warp = warp == W - 1;
+    const float* src_a = q_warp    ? in.q + int64_t(t) * in.q_stride + int64_t(h0 + warp) * hd
+                         : kv_warp ? in.k + int64_t(t) * in.k_stride + int64_t(kvh) * hd
+                                   : nullptr;
+    const float* src_b = in.v + int64_t(t) * in.v_stride + int64_t(kvh) * hd;
+    float a[E], b[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const int32_t d = lane + 32 * e;
+      a[e] = src_a && d < hd ? src_a[d] : 0.f;
+      b[e] = kv_warp && d < hd ? src_b[d] : 0.f;
+    }
+    if (has_rope) rot = rope_lane_angles(rope_in);
+    float* dst_a = q_warp ? sm_q[warp] : sm_k;
+    if (q_warp || kv_warp) {
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const int32_t d = lane + 32 * e;
+        if (d < hd) dst_a[d] = a[e];
+        if (kv_warp && d < hd) sm_v[d] = b[e];
+      }
+      __syncwarp();
+      norm_rope_head(dst_a, (q_warp ? in.q_norm : in.k_norm) != nullptr, norm_w, in.eps, hd, in.rope, rot);
+    }
+  } else {
+    for (int32_t g = warp; g < nh; g += W) {
+      const float* src = in.q + int64_t(t) * in.q_stride + int64_t(h0 + g) * hd;
+      for (int32_t d = lane; d < hd; d += 32) sm_q[g][d] = src[d];
+      __syncwarp();
+      norm_rope_head(sm_q[g], in.q_norm != nullptr, norm_w, in.eps, hd, in.rope, rot);
+    }
+    if (warp == W - 1) {
+      const float* ks = in.k + int64_t(t) * in.k_stride + int64_t(kvh) * hd;
+      const float* vs = in.v + int64_t(t) * in.v_stride + int64_t(kvh) * hd;
+      for (int32_t d = lane; d < hd; d += 32) sm_k[d] = ks[d], sm_v[d] = vs[d];
+      __syncwarp();
+      norm_rope_head(sm_k, in.k_norm != nullptr, norm_w, in.eps, hd, in.rope, rot);
+    }
   }
   if (warp == W - 1) {
-    const float* ks = in.k + int64_t(t) * in.k_stride + int64_t(kvh) * hd;
-    const float* vs = in.v + int64_t(t) * in.v_stride + int64_t(kvh) * hd;
-    for (int32_t d = lane; d < hd; d += 32) sm_k[d] = ks[d], sm_v[d] = vs[d];
-    __syncwarp();
-    norm_rope_head(sm_k, in.k_norm != nullptr, norm_w, in.eps, hd, in.rope, rot);
     // The token's key takes part in its own attention as the cache stores it (rounded for an f16
     // cache), as it will in every later step.
     for (int32_t d = lane; d < hd; d += 32) sm_kc[d] = kv_cast<T>(sm_k[d]), sm_vc[d] = kv_cast<T>(sm_v[d]);

@@ -12,12 +12,48 @@
 namespace cera::cuda {
 
 // The rotation of the pairs a lane owns (pair i = lane + 32·j, j < kPairs) at `position`: they depend
-// on no activation, so the fused decode attention computes them before its PDL wait.
+// on no activation, so the fused decode attention computes them before its PDL wait (a single
+// block) or requests their inputs then (a cluster block: rope_lane_inputs).
 template <int kPairs>
 struct RopeLane {
   float c[kPairs], s[kPairs];
 };
 
+// What those rotations are computed from, loaded apart from computing them: a fused attention
+// block that starts after its PDL wait requests these first and computes the angles while the
+// token's q, k and v load (rope_lane_angles). A lane's frequency is 0 past n_rot / 2 (no rotation).
+template <int kPairs>
+struct RopeLaneInputs {
+  double inv_freq[kPairs];
+  int32_t position;
+};
+
+template <int kPairs>
+__device__ inline RopeLaneInputs<kPairs> rope_lane_inputs(const RopeArgs& r, int32_t position) {
+  const int lane = threadIdx.x & 31;
+  RopeLaneInputs<kPairs> in;
+  in.position = position;
+#pragma unroll
+  for (int j = 0; j < kPairs; ++j) {
+    const int32_t i = lane + 32 * j;
+    in.inv_freq[j] = i < r.n_rot / 2 ? r.inv_freq[i] : 0.0;
+  }
+  return in;
+}
+
+template <int kPairs>
+__device__ inline RopeLane<kPairs> rope_lane_angles(const RopeLaneInputs<kPairs>& in) {
+  RopeLane<kPairs> out;
+#pragma unroll
+  for (int j = 0; j < kPairs; ++j) {
+    // cos(0) = 1 and sin(0) = 0 exactly: a lane past n_rot / 2 is the identity, as it was.
+    const double theta = double(in.position) * in.inv_freq[j];
+    out.c[j] = float(cos(theta)), out.s[j] = float(sin(theta));
+  }
+  return out;
+}
+
+// Both at once, the lanes past n_rot / 2 skipping the sines (the same values).
 template <int kPairs>
 __device__ inline RopeLane<kPairs> rope_lane(const RopeArgs& r, int32_t position) {
   const int lane = threadIdx.x & 31;
