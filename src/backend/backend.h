@@ -249,11 +249,6 @@ class Backend {
     rms_norm_swiglu(x, norm_w, eps, normed, gate, up, gate_up, act);
     matmul_add(act, down, s, product, x);
   }
-  // A hint, no effect on results: the weights that the products soon after the next attention op
-  // read (its layer's feed-forward). A backend may move them closer while that attention runs,
-  // which reads little and leaves memory bandwidth idle (CUDA decode: the launch's idle blocks
-  // prefetch them into L2). Holds until the next attention op.
-  virtual void hint_weights_after_attention(std::span<const Tensor> /*ws*/) {}
   // The attention sublayer's core: qk_norm_rope (when a norm weight is given or rope.n_rot > 0),
   // then attention. q and k are scratch: they may or may not hold the normalised, rotated rows
   // afterwards (CUDA decode does all of it in one launch without writing them back).

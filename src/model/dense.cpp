@@ -223,8 +223,6 @@ class DenseModel final : public Model {
       add_bias(qkv, L.bqkv);  // qwen2: biases before RoPE, q | k | v in one add
       const Tensor* qn = L.q_norm ? &*L.q_norm : nullptr;
       const Tensor* kn = L.k_norm ? &*L.k_norm : nullptr;
-      const Tensor ffn_in[] = {L.ffn_gate, L.ffn_up};
-      be.hint_weights_after_attention(ffn_in);
       be.qk_norm_rope_attention(int32_t(i), q, k, v, qn, kn, eps, ap, rope, a);
       project_into_residual(a, L.wo, L.bo);
 

@@ -144,8 +144,6 @@ class Lfm2Model final : public Model {
         const Tensor ws[] = {L.wq, L.wk, L.wv};
         Tensor ys[] = {q, k, v};
         be.rms_norm_matmul(x, L.attn_norm, eps, h, ws, ys);
-        const Tensor ffn_in[] = {L.ffn_gate, L.ffn_up};
-        be.hint_weights_after_attention(ffn_in);
         be.qk_norm_rope_attention(L.state_index, q, k, v, &L.q_norm, &L.k_norm, eps, ap, rope, a);
         be.matmul_add(a, L.wo, 1.f, o, x);
       }

@@ -4,7 +4,7 @@
 # run-time switch is tuned before its default is chosen.
 # Usage: tools/device/sweep.sh OUT SHAPE:TYPE... -- SETTING...
 #   SETTING: space-separated VAR=value pairs, or "-" for none, e.g.
-#   tools/device/sweep.sh $OUT lfm2-1.2b:BF16 -- - "CERA_CUDA_L2_PREFETCH_MB=0"
+#   tools/device/sweep.sh $OUT lfm2-1.2b:BF16 -- - "CERA_CUDA_FUSE_CONV=0"
 # SHAPE:TYPE as in ab.sh (models are made once and kept in /tmp/ab).
 set -uo pipefail
 out=${1:?out dir}; shift

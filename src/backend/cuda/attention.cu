@@ -14,7 +14,6 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/kv_cache.cuh"
-#include "backend/cuda/l2_prefetch.h"
 #include "backend/cuda/warp_sum.cuh"
 #include "backend/cuda/pdl.h"
 #include "backend/cuda/ops.h"
@@ -559,22 +558,6 @@ __device__ void merge_warps(WarpParts<kMaxHd, W, H>& sm, const float (&m)[H], co
   }
 }
 
-// Block idx of n (an idle block of a one-token launch) issues its share of the L2 prefetch of
-// in.l2_a / in.l2_b (l2_prefetch.h), the two ranges on alternate lanes of its first warp. A bulk
-// prefetch holds no registers or shared memory once issued, so the block leaves at once.
-__device__ inline void issue_l2_prefetch(const DecodeQkv& in, uint32_t idx, uint32_t n) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (threadIdx.x >= 32) return;
-  const L2PrefetchShare sh = l2_prefetch_share(in.l2_bytes, idx, n);
-  const int lane = threadIdx.x;
-  for (uint32_t i = sh.first + lane / 2; i < sh.last; i += 16) {
-    const char* p = static_cast<const char*>(lane % 2 ? in.l2_b : in.l2_a) + size_t(i) * kL2PrefetchPiece;
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(l2_prefetch_piece_bytes(in.l2_bytes, i))
-                 : "memory");
-  }
-#endif
-}
-
 template <int kMaxHd, bool kCluster, int H, class T>
 __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
     decode_fused_kernel(KvView<T> kv, StepView step, DecodeQkv in, AttentionShape sh, int32_t group, int32_t head_chunks,
@@ -608,8 +591,6 @@ __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
   if (split >= n_split) {  // block-uniform: no barrier below is skipped by part of a block
     pdl_trigger_dependents();
     pdl_wait();
-    if (!kCluster && in.l2_bytes > 0 && gridDim.x == 1)
-      issue_l2_prefetch(in, blockIdx.y * (gridDim.z - n_split) + (split - n_split), gridDim.y * (gridDim.z - n_split));
     if (kCluster && n_split > 1) cluster_sync_all(), cluster_sync_all();  // the cluster's two barriers below
     return;
   }

@@ -755,34 +755,12 @@ class CudaBackend final : public Backend {
   // gain (LFM2-1.2B BF16 6,377 → 6,688, Q4_0 3,825 → 3,938) while 32 lose (22,371 → 21,270) and
   // 128 lose more (55,576 → 44,935).
   static constexpr int32_t kFusedAttentionMaxTokens = 8;
-
-  // The next fused decode attention's L2 prefetch (hint_weights_after_attention): two ranges of
-  // `bytes` each, the starts of the two weights (the feed-forward's gate and up, whose blocks read
-  // their rows side by side), or the first two parts of one.
-  struct L2Hint {
-    const void* a = nullptr;
-    const void* b = nullptr;
-    uint32_t bytes = 0;
-  } l2_hint_;
-  void hint_weights_after_attention(std::span<const Tensor> ws) override {
-    l2_hint_ = {};
-    if (!decode_ || n_tokens_ != 1 || options_.l2_prefetch_mb <= 0 || ws.empty() || ws.size() > 2) return;
-    const size_t cap = size_t(options_.l2_prefetch_mb) << 19;  // per range: half the budget
-    auto bytes = [](const Tensor& w) { return size_t(w.rows) * w.row_bytes; };
-    const size_t each = ws.size() == 2 ? std::min({cap, bytes(ws[0]), bytes(ws[1])}) : std::min(cap, bytes(ws[0]) / 2);
-    const char* a = static_cast<const char*>(ws[0].data);
-    const void* b = ws.size() == 2 ? ws[1].data : a + each;
-    if (reinterpret_cast<uintptr_t>(a) % 16 != 0 || reinterpret_cast<uintptr_t>(b) % 16 != 0) return;
-    l2_hint_ = {a, b, uint32_t(std::min<size_t>(each, size_t(1) << 30) & ~size_t(255))};
-  }
   void qk_norm_rope_attention(int32_t layer, Tensor q, Tensor k, const Tensor& v, const Tensor* q_norm,
                               const Tensor* k_norm, float eps, const AttentionParams& p, const RopeParams& rope,
                               Tensor out) override {
     if (!decode_ || n_tokens_ > kFusedAttentionMaxTokens || !options_.fuse || !options_.fuse_attention ||
-        !cuda::attention_decode_fused_supported(p.head_dim) || p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0) {
-      l2_hint_ = {};
+        !cuda::attention_decode_fused_supported(p.head_dim) || p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0)
       return Backend::qk_norm_rope_attention(layer, q, k, v, q_norm, k_norm, eps, p, rope, out);
-    }
     const cuda::AttentionShape sh{p.n_head, p.n_head_kv, p.head_dim, p.scale};
     // Looked up / grown before begin_op: tables and scratch are set up on a step's eager run.
     const cuda::RopeArgs r{rope.n_rot > 0 ? rope_table(rope) : nullptr, rope.n_rot, rope.neox};
@@ -792,11 +770,9 @@ class CudaBackend final : public Backend {
           counters_.ensure_zeroed(sizeof(unsigned) * cuda::attention_decode_counters(n_tokens_, sh), stream_);
       if (partial_moved || counters_moved) invalidate_graphs();  // captured steps read the old buffers
     }
-    const L2Hint l2 = std::exchange(l2_hint_, {});
     if (!begin_op("attention (+qk norm, rope)")) return;
-    cuda::DecodeQkv in{q.f32(), stride(q), k.f32(), stride(k), v.f32(), stride(v),
-                       q_norm ? q_norm->f32() : nullptr, k_norm ? k_norm->f32() : nullptr, eps, r};
-    in.l2_a = l2.a, in.l2_b = l2.b, in.l2_bytes = l2.bytes;
+    const cuda::DecodeQkv in{q.f32(), stride(q), k.f32(), stride(k), v.f32(), stride(v),
+                             q_norm ? q_norm->f32() : nullptr, k_norm ? k_norm->f32() : nullptr, eps, r};
     cuda::attention_decode_fused(kv_layer(layer), view_, n_tokens_, in, out.f32(), stride(out), sh, partial_.as<float>(),
                                  counters_.as<unsigned>(), context_span_, stream_);
   }
@@ -1199,7 +1175,6 @@ std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options) {
   if (env_is("CERA_CUDA_EARLY_WEIGHTS", "0")) o.early_weights = false;
   if (env_is("CERA_CUDA_FUSE_ATTENTION", "0")) o.fuse_attention = false;
   if (env_is("CERA_CUDA_FUSE_CONV", "0")) o.fuse_conv = false;
-  if (const char* e = std::getenv("CERA_CUDA_L2_PREFETCH_MB")) o.l2_prefetch_mb = std::max(0, std::atoi(e));
   if (env_is("CERA_CUDA_KV", "f32")) o.kv_cache = CudaBackendOptions::KvCache::F32;
   if (env_is("CERA_CUDA_KV", "f16")) o.kv_cache = CudaBackendOptions::KvCache::F16;
   return std::make_unique<CudaBackend>(o);

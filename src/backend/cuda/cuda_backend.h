@@ -29,12 +29,6 @@ struct CudaBackendOptions {
   // Decode: LFM2's short convolution in the epilogue of its in_proj matvec (CERA_CUDA_FUSE_CONV=0:
   // the separate kernel).
   bool fuse_conv = true;
-  // Decode, one token: the fused attention launch's idle blocks prefetch up to this many MB of the
-  // layer's feed-forward weights (hint_weights_after_attention) into L2 while its working blocks
-  // attend and memory bandwidth would otherwise idle (CERA_CUDA_L2_PREFETCH_MB=N). Off (0) until
-  // measured: built and tested for correctness on 2026-12-06 without device time left to time it
-  // (docs/BENCHMARKS.md, "Session of 2026-12-06").
-  int l2_prefetch_mb = 0;
   // Matvec blocks request their first weights before the PDL wait (CERA_CUDA_EARLY_WEIGHTS=0: after).
   bool early_weights = true;
   // The KV cache's element type. F16 halves its memory (twice the context or sequences) and the

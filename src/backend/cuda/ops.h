@@ -159,13 +159,6 @@ struct DecodeQkv {
   const float* k_norm;
   float eps;
   RopeArgs rope;
-  // Bytes [0, l2_bytes) at l2_a and at l2_b (the layer's feed-forward weights) prefetched into L2
-  // by a one-token launch's idle blocks after their PDL wait, while its working blocks attend (a
-  // grid of single blocks; cluster launches have no idle blocks). l2_bytes: a multiple of 256, the
-  // addresses 16-byte aligned.
-  const void* l2_a = nullptr;
-  const void* l2_b = nullptr;
-  uint32_t l2_bytes = 0;
 };
 bool attention_decode_fused_supported(int32_t head_dim);
 size_t attention_decode_counters(int32_t n_tokens, const AttentionShape& shape);
