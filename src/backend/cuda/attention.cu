@@ -603,9 +603,10 @@ __global__ void __launch_bounds__(kFusedWarps<kMaxHd> * 32)
   // A cluster's blocks start late (a GPC's SMs come free only once the products before end), so
   // its wait has usually passed when the preamble ends and the angles (sines and cosines in double)
   // would delay the q load: a cluster block requests the angles' inputs first and computes them
-  // after the wait, while the token's q, k and v load (H200 `--parallel 1`, contexts of 129-256
-  // keys: Llama-3.2-1B BF16 +1.9 %, Qwen3-0.6B BF16 +3.4 %; single blocks, which mostly start
-  // before the products end, lost ~1 % on LFM2-1.2B Q4_0 that way and keep the angles here).
+  // after the wait, while the token's q, k and v load (`--parallel 1`, contexts of 129-256 keys:
+  // this code on an H100, Llama-3.2-1B BF16 +1.5 %, Qwen3-0.6B BF16 +2.8 %; its first form on an
+  // H200 +1.9 % / +3.4 %; single blocks, which mostly start before the products end, lost ~1 % on
+  // LFM2-1.2B Q4_0 that way on the H200 and keep the angles here).
   RopeLaneInputs<P> rope_in{};
   if (kCluster && has_rope) rope_in = rope_lane_inputs<P>(in.rope, step.positions[t]);
   KeyBatch<T, E> first;
