@@ -7,6 +7,12 @@ part=${1:-lfm2}
 fx=${CERA_FIXTURES:-../shared/fixtures}
 rm -rf .device && mkdir -p .device/bin .device/lib .device/fixtures/models .device/tools
 bd=${CERA_BUILD:-build}  # the build folder to take the binaries from
+# The GPU machine runs the sm_90a code only; a build that also embeds the portable compute_80 PTX
+# (the default, CI's) packs each binary at ~14 MB compressed instead of ~6.4 (README.md).
+if grep -q '^CERA_CUDA_GENCODE:.*code=compute_' "$bd/CMakeCache.txt" 2>/dev/null; then
+  echo "note: $bd embeds PTX beside sm_90a; binaries of a device build pack ~2x smaller:" >&2
+  echo "  cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DCERA_CUDA_GENCODE=-gencode=arch=compute_90a,code=sm_90a" >&2
+fi
 # CERA_PACK_BINS: which of the build's binaries travel (a bench-only call can leave the ~10 MB test
 # binary behind; bench/cera_bench_cuda_matvec can be added).
 for b in ${CERA_PACK_BINS:-cera cera-synth tests/test_backend_cuda}; do
