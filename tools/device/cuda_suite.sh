@@ -17,10 +17,7 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv,noh
       cera quantize "/tmp/$s-BF16.gguf" "/tmp/$s-Q4_0.gguf" Q4_0 >/dev/null 2>&1 && rm -rf "/tmp/hf-$s"
   done; touch /tmp/dense-ready ) &
 
-(cd /tmp && timeout 240 test_backend_cuda --gtest_filter="$filter" >"$out/tests.log" 2>&1)
-echo "tests rc=$?"
-grep -hE "^\[  FAILED|Failure$|exception|margin|Expected|actual|Which is" "$out/tests.log" | head -30
-grep -hE "^\[  PASSED|tests ran" "$out/tests.log"
+tools/device/run_tests.sh "$out" "$filter"
 grep -h "cuda " "$out/tests.log" | grep -E "decode_batch" | head
 
 m=/tmp/synth; mkdir -p $m

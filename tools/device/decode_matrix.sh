@@ -20,10 +20,7 @@ models="$m/1.2b-BF16.gguf $m/1.2b-Q4_0.gguf"
       cera quantize $m/qwen3-0.6b-BF16.gguf $m/qwen3-0.6b-Q4_0.gguf Q4_0 >/dev/null 2>&1
   fi; touch $m/ready ) &
 if [ "$filter" != "-" ]; then
-  (cd /tmp && timeout 240 test_backend_cuda --gtest_filter="$filter" >"$out/tests.log" 2>&1)
-  echo "tests rc=$?"
-  grep -hE "^\[  FAILED|Failure$|exception|Expected|actual|Which is" "$out/tests.log" | head -30
-  grep -hE "^\[  PASSED|tests ran" "$out/tests.log"
+  tools/device/run_tests.sh "$out" "$filter"
 fi
 for i in $(seq 150); do [ -f $m/ready ] && break; sleep 1; done
 [ "${DENSE:-0}" = 1 ] && models="$models $m/qwen3-0.6b-BF16.gguf $m/qwen3-0.6b-Q4_0.gguf"
