@@ -5,7 +5,7 @@
 # than 150 s as one process (H100, 2026-12-07).
 # Usage: run_tests.sh OUT [GTEST_FILTER]   (LIMIT: seconds per shard, default 300)
 set -uo pipefail
-out=${1:?out dir}; filter=${2:-*}
+out=$(cd "${1:?out dir}" && pwd); filter=${2:-*}  # absolute: the shards run from /tmp
 shards=${SHARDS:-4}
 start=$(date +%s)
 (
