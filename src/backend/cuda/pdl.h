@@ -5,7 +5,9 @@
 //     metadata, copied before its first kernel; state that only this launch writes) and writes
 //     nothing; after pdl_wait() the previous kernel has finished and its writes are visible;
 //   * it calls pdl_wait() on every path, even when it reads no input, so "finished" is transitive
-//     down the chain of kernels;
+//     down the chain of kernels. The one exception: a block that reads and writes nothing may leave
+//     without waiting if another block of the same grid always waits (the fused decode attention's
+//     idle splits: split 0 waits), since the grid then still ends after the kernel before it;
 //   * pdl_launch_dependents() lets the next kernel start launching (safe anywhere: the next kernel
 //     still waits in its own pdl_wait() for this one to finish).
 // On devices before sm_90 both calls compile to nothing and launch_pdl() is a plain launch.
