@@ -4,9 +4,10 @@
 // zero-padded; Q4_1, Q5_0, Q5_1 and Q8_0 likewise, each field in its plane (quant_kernels.h), and
 // every element read back by that description must equal the scalar dequantizer's; a Q4_K or Q5_K
 // super-block keeps its 144 / 176 bytes, reordered as quant_kernels.h describes (read back here by that description
-// and checked against the scalar dequantizer of the GGML row); a Q2_K or Q6_K super-block (84, 210
-// bytes) must land at 88·b / 216·b with zero bytes after it; a Q3_K super-block becomes 112 bytes with
-// its scales in three words (read back and checked against the scalar dequantizer); float types are
+// and checked against the scalar dequantizer of the GGML row); a Q2_K super-block (84 bytes) must land
+// at 88·b with zero bytes after it; a Q3_K super-block becomes 112 bytes with its scales in three
+// words and a Q6_K one 216 with its levels in lane order (both read back and checked against the
+// scalar dequantizer); float types are
 // copied as stored. The kernels that read
 // the layout are checked against the CPU reference in quant_kernels_test.cpp and
 // matvec_int8_test.cpp.
@@ -181,24 +182,50 @@ TEST(DeviceLayout, Q4_KAndQ5_KSuperBlocksAreReordered) {
     }
 }
 
-TEST(DeviceLayout, Q2_KAndQ6_KSuperBlocksArePadded) {
-  for (const auto& [type, stored, padded] : {std::tuple{GgmlType::Q2_K, 84, 88}, std::tuple{GgmlType::Q6_K, 210, 216}})
-    for (const int64_t k : {int64_t(256), int64_t(2048)}) {
-      SCOPED_TRACE(std::string(ggml_type_name(type)) + " k " + std::to_string(k));
-      const int64_t n_rows = 3, blocks = k / 256;
-      const Converted c = convert(type, n_rows, k, uint32_t(k), 8);
-      ASSERT_EQ(c.src_row, size_t(blocks) * stored);
-      ASSERT_EQ(c.dev_row, size_t(blocks) * padded);
-      for (int64_t r = 0; r < n_rows; ++r) {
-        const uint8_t* s = c.src_at(r);
-        const uint8_t* d = c.dst_at(r);
-        for (int64_t b = 0; b < blocks; ++b) {
-          EXPECT_TRUE(std::equal(s + stored * b, s + stored * (b + 1), d + padded * b)) << "row " << r << " block " << b;
-          for (int j = stored; j < padded; ++j) EXPECT_EQ(d[padded * b + j], 0) << "row " << r << " block " << b;
-        }
+TEST(DeviceLayout, Q2_KSuperBlocksArePadded) {
+  constexpr int stored = 84, padded = 88;
+  for (const int64_t k : {int64_t(256), int64_t(2048)}) {
+    SCOPED_TRACE("k " + std::to_string(k));
+    const int64_t n_rows = 3, blocks = k / 256;
+    const Converted c = convert(GgmlType::Q2_K, n_rows, k, uint32_t(k), 8);
+    ASSERT_EQ(c.src_row, size_t(blocks) * stored);
+    ASSERT_EQ(c.dev_row, size_t(blocks) * padded);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const uint8_t* s = c.src_at(r);
+      const uint8_t* d = c.dst_at(r);
+      for (int64_t b = 0; b < blocks; ++b) {
+        EXPECT_TRUE(std::equal(s + stored * b, s + stored * (b + 1), d + padded * b)) << "row " << r << " block " << b;
+        for (int j = stored; j < padded; ++j) EXPECT_EQ(d[padded * b + j], 0) << "row " << r << " block " << b;
       }
-      expect_padding_untouched(c);
     }
+    expect_padding_untouched(c);
+  }
+}
+
+// Element e of a Q6_K row in the GPU layout, as quant_kernels.h describes it: d·scale·(level − 32).
+float q6_k_device_element(const uint8_t* row, int64_t e) {
+  const uint8_t* sb = row + size_t(e / 256) * 216;
+  const int s = int(e % 256) / 32, l = int(e % 32);
+  const int h = (l % 16) / 8, j = l % 8;  // half h of the sub-block, byte j of its nibbles
+  const int low = (sb[16 * s + 8 * h + j] >> (l < 16 ? 0 : 4)) & 15;
+  const int w = 2 * (l / 16) + j / 4;  // the bit pairs' word: byte j % 4, pair w
+  const int top = (sb[128 + 8 * s + 4 * h + j % 4] >> (2 * w)) & 3;
+  const float d = f16_to_f32(uint16_t(sb[208] | sb[209] << 8));
+  return d * float(int8_t(sb[192 + e % 256 / 16])) * float((low | top << 4) - 32);  // the reference's arithmetic
+}
+
+TEST(DeviceLayout, Q6_KLevelsAreInLaneOrder) {
+  for (const int64_t k : {int64_t(256), int64_t(2048)}) {
+    SCOPED_TRACE("k " + std::to_string(k));
+    const Converted c = convert(GgmlType::Q6_K, 3, k, uint32_t(k) + 5, 8);
+    ASSERT_EQ(c.src_row, size_t(k / 256) * 210);
+    ASSERT_EQ(c.dev_row, size_t(k / 256) * 216);
+    expect_reads_back(GgmlType::Q6_K, c, k, q6_k_device_element);
+    for (int64_t r = 0; r < c.n_rows; ++r)
+      for (int64_t b = 0; b < k / 256; ++b)
+        for (int j = 210; j < 216; ++j) EXPECT_EQ(c.dst_at(r)[216 * b + j], 0) << "row " << r << " block " << b;
+    expect_padding_untouched(c);
+  }
 }
 
 // Element e of a Q3_K row in the GPU layout, as quant_kernels.h describes it: d·scale·(level − 4).

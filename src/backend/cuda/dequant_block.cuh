@@ -226,24 +226,23 @@ struct Block<GgmlType::Q5_K> {
   __device__ static void decode(const uint8_t* b, int part, Chunk8& c) { decode_k_chunk<true>(b, part, c); }
 };
 
-// Q6_K: element e = 8*part; half n = e/128, quarter qr = (e%128)/32, l = e%32. The low nibble comes
-// from ql[64n + 32*(qr&1) + l] (high nibble when qr >= 2), two high bits from qh[32n + l] >> 2*qr.
-// On the GPU a super-block is GGML's 210 bytes and 6 zero bytes (quant_kernels.h), so that every
-// super-block of an aligned row is 8-byte aligned.
+// Q6_K in its GPU layout (quant_kernels.h): part = 4s + p is elements 8p..8p+7 of 32-element
+// sub-block s, i.e. run r = p >> 1 (elements 16r..16r+15, scale 2s + r) of half h = p & 1: nibble r
+// of the half's 8 bytes at 16s + 8h, top bits from its word at 128 + 8s + 4h (bit pairs 2(2r) for
+// the first 4 elements, 2(2r + 1) for the last 4), minus 32.
 template <>
 struct Block<GgmlType::Q6_K> {
   static constexpr int kElems = 256, kBytes = 216;
   static constexpr bool kHasBias = false;
   __device__ static void decode(const uint8_t* b, int part, Chunk8& c) {
-    const int n = part >> 4, qr = (part >> 2) & 3, l = 8 * (part & 3);
-    const uint8_t* ql = b + 64 * n + 32 * (qr & 1) + l;
-    const uint8_t* qh = b + 128 + 32 * n + l;
-    const int sh = 4 * (qr >> 1), hsh = 2 * qr;
-    const uint32_t lo = ((ld32_a2(ql) >> sh) & 0x0F0F0F0Fu) | ((ld32_a2(qh) >> hsh) & 0x03030303u) << 4;
-    const uint32_t hi = ((ld32_a2(ql + 4) >> sh) & 0x0F0F0F0Fu) | ((ld32_a2(qh + 4) >> hsh) & 0x03030303u) << 4;
+    const int s = part >> 2, r = (part >> 1) & 1, h = part & 1;
+    const uint8_t* ql = b + 16 * s + 8 * h;
+    const uint32_t qh = ld32_a2(b + 128 + 8 * s + 4 * h), sh = 4 * r;
+    const uint32_t lo = ((ld32_a2(ql) >> sh) & 0x0F0F0F0Fu) | ((qh >> (4 * r)) & 0x03030303u) << 4;
+    const uint32_t hi = ((ld32_a2(ql + 4) >> sh) & 0x0F0F0F0Fu) | ((qh >> (4 * r + 2)) & 0x03030303u) << 4;
     bytes_to_q(lo, hi, 32.0f, c.q);
-    const int8_t s = static_cast<int8_t>(b[192 + 8 * n + (l >> 4) + 2 * qr]);
-    c.scale = __fmul_rn(h2f(ld16(b + 208)), float(s));
+    const int8_t sc = static_cast<int8_t>(b[192 + 2 * s + r]);
+    c.scale = __fmul_rn(h2f(ld16(b + 208)), float(sc));
     c.bias = 0.0f;
   }
 };

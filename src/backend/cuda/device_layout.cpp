@@ -1,8 +1,8 @@
 // The GPU layout of weight rows (quant_kernels.h): float rows as stored; the 32-element formats (Q4_0,
 // Q4_1, Q5_0, Q5_1, Q8_0) in super-blocks of 8 blocks with each field in a plane of its own; Q4_K's
 // and Q5_K's super-blocks reordered (scales into nibble planes, levels in Q4_0's block order); Q3_K's
-// scales into nibble planes (110 -> 112 bytes); Q2_K's and Q6_K's super-blocks padded (84 -> 88,
-// 210 -> 216).
+// scales into nibble planes (110 -> 112 bytes); Q6_K's levels in lane order (210 -> 216 bytes); Q2_K's
+// super-blocks padded (84 -> 88).
 #include <algorithm>
 #include <cstring>
 #include <span>
@@ -121,14 +121,46 @@ void repack_q5_k_row(const uint8_t* src, int64_t k, uint8_t* dst) {
   }
 }
 
-// Q2_K (84 bytes: scales[16], qs[64], f16 d, f16 dmin) and Q6_K (210) keep GGML's bytes, padded with
-// zeros to 88 and 216 so that every super-block of an aligned row is 8-byte aligned.
+// Q2_K (84 bytes: scales[16], qs[64], f16 d, f16 dmin) keeps GGML's bytes, padded with zeros to 88
+// so that every super-block of an aligned row is 8-byte aligned.
 constexpr size_t kQ2_KBytes = 84, kQ2_KDeviceBytes = 88;
-constexpr size_t kQ6_KBytes = 210, kQ6_KDeviceBytes = 216;
 void pad_super_blocks(const uint8_t* src, int64_t k, size_t bytes, size_t device_bytes, uint8_t* dst) {
   for (int64_t b = 0; b < k / kSuperElems; ++b) {
     std::memcpy(dst + size_t(b) * device_bytes, src + size_t(b) * bytes, bytes);
     std::memset(dst + size_t(b) * device_bytes + bytes, 0, device_bytes - bytes);
+  }
+}
+
+// Q6_K (GGML, 210 bytes: ql[128], qh[64], int8 scales[16], f16 d; element e = 128n + 32qr + l has the
+// low 4 bits of its 6-bit level in nibble qr >> 1 of ql[64n + 32(qr & 1) + l] and the top 2 at bits
+// 2qr.. of qh[32n + l]) becomes 216, in the order a lane reads (quant_kernels.h): for sub-block s
+// and half h, 8 nibble bytes at 16s + 8h (byte j: element 8h + j low, 16 + 8h + j high), then one
+// word of top bits at 128 + 8s + 4h (bits 2w.. of byte j: element 8h + j for w = 0, 8h + 4 + j for
+// 1, 16 + 8h + j for 2, 16 + 8h + 4 + j for 3), then the scales and d as stored, 6 zero bytes.
+constexpr size_t kQ6_KBytes = 210, kQ6_KDeviceBytes = 216;
+void repack_q6_k_row(const uint8_t* src, int64_t k, uint8_t* dst) {
+  for (int64_t b = 0; b < k / kSuperElems; ++b) {
+    const uint8_t* in = src + size_t(b) * kQ6_KBytes;
+    uint8_t* out = dst + size_t(b) * kQ6_KDeviceBytes;
+    uint8_t level[256];
+    for (int e = 0; e < 256; ++e) {
+      const int n = e / 128, qr = (e % 128) / 32, l = e % 32;
+      const int low = (in[64 * n + 32 * (qr & 1) + l] >> (4 * (qr >> 1))) & 15, top = (in[128 + 32 * n + l] >> (2 * qr)) & 3;
+      level[e] = uint8_t(low | top << 4);
+    }
+    std::memset(out, 0, kQ6_KDeviceBytes);
+    for (int s = 0; s < 8; ++s)
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* lv = level + 32 * s + 8 * h;  // elements 8h.. of the sub-block; lv[16 + j]: 16 + 8h + j
+        for (int j = 0; j < 8; ++j) out[16 * s + 8 * h + j] = uint8_t((lv[j] & 15) | (lv[16 + j] & 15) << 4);
+        for (int j = 0; j < 4; ++j) {
+          const int of_word[4] = {j, 4 + j, 16 + j, 20 + j};  // w = 0..3
+          uint8_t top = 0;
+          for (int w = 0; w < 4; ++w) top |= uint8_t((lv[of_word[w]] >> 4) << (2 * w));
+          out[128 + 8 * s + 4 * h + j] = top;
+        }
+      }
+    std::memcpy(out + 192, in + 192, 18);  // scales, d
   }
 }
 
@@ -180,7 +212,7 @@ void to_device_layout(GgmlType type, const uint8_t* src, size_t src_row_bytes, i
     if (keeps_stored_layout(type)) std::memcpy(d, s, row);
     else if (type == GgmlType::Q2_K) pad_super_blocks(s, k, kQ2_KBytes, kQ2_KDeviceBytes, d);
     else if (type == GgmlType::Q3_K) repack_q3_k_row(s, k, d);
-    else if (type == GgmlType::Q6_K) pad_super_blocks(s, k, kQ6_KBytes, kQ6_KDeviceBytes, d);
+    else if (type == GgmlType::Q6_K) repack_q6_k_row(s, k, d);
     else if (type == GgmlType::Q4_K) repack_q4_k_row(s, k, d);
     else if (type == GgmlType::Q5_K) repack_q5_k_row(s, k, d);
     else repack_into_planes(type, s, k, d);

@@ -124,6 +124,11 @@ __device__ __forceinline__ uint2 ld_stream_u2(const uint8_t* p) {  // p 8-byte a
   asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
   return v;
 }
+__device__ __forceinline__ uint32_t ld_stream_u32(const uint8_t* p) {  // p 4-byte aligned
+  uint32_t v;
+  asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
 
 // Q4_1, Q5_0 and Q5_1 in their GPU layouts (quant_kernels.h, dequant_block.cuh's Planes): block s
 // of a super-block of 8. A lane's half holds its 8 nibble bytes (as Q4_0's), its block's f16 scale,
@@ -227,49 +232,10 @@ struct DirectHalf<GgmlType::Q5_K> {
   }
 };
 
-// Q6_K: 32-element sub-block s = 4n + qr of a 256-element super-block (GGML's 210 bytes: 128 bytes
-// of low nibbles ql, 64 of high bit pairs qh, 16 int8 scales, f16 d; on the GPU padded to 216,
-// dequant_block.cuh, so that every super-block is 8-byte aligned). Element j of it is the 6-bit
-// level (nibble qr >> 1 of ql[64n + 32(qr & 1) + j]) | (bits 2qr.. of qh[32n + j]) << 4, minus
-// 32, times d·scale[8n + 2qr + j / 16] (dequant_block.cuh's arithmetic). A lane's half holds
-// elements 8h..8h+7 (the first scale) and 16+8h..16+8h+7 (the second), so its integer sum
-// sc0·(Σ level·q - 32·Σq) over the first run plus the same with sc1 over the second is exact
-// (|·| < 2^23), and the half adds it times d·d_x.
-template <>
-struct DirectHalf<GgmlType::Q6_K> {
-  uint2 ql[2], qh[2];  // [run]: bytes 8h.. and 16 + 8h.. of the sub-block's ql / qh rows
-  uint32_t scales;     // the sub-block's two int8 scales (bytes 0 and 1)
-  uint32_t d;          // f16 bits
-  __device__ static __forceinline__ DirectHalf load(const uint8_t* sb, int s, int half) {
-    DirectHalf w;
-    const uint8_t* ql = sb + 64 * (s >> 2) + 32 * (s & 1) + 8 * half;
-    const uint8_t* qh = sb + 128 + 32 * (s >> 2) + 8 * half;
-    w.ql[0] = ld_stream_u2(ql), w.ql[1] = ld_stream_u2(ql + 16);
-    w.qh[0] = ld_stream_u2(qh), w.qh[1] = ld_stream_u2(qh + 16);
-    w.scales = __ldg(reinterpret_cast<const unsigned short*>(sb + 192 + 8 * (s >> 2) + 2 * (s & 3)));
-    w.d = __ldg(reinterpret_cast<const unsigned short*>(sb + 208));
-    return w;
-  }
-  __device__ static __forceinline__ void add(const DirectHalf& w, int s, const XHalfI8& x, float& acc) {
-    const int qr = s & 3, sh = 4 * (qr >> 1), hsh = 2 * qr;
-    int dot[2];
-#pragma unroll
-    for (int run = 0; run < 2; ++run) {  // levels 0..63: positive as signed bytes
-      const uint32_t l0 = ((w.ql[run].x >> sh) & 0x0F0F0F0Fu) | ((w.qh[run].x >> hsh) & 0x03030303u) << 4;
-      const uint32_t l1 = ((w.ql[run].y >> sh) & 0x0F0F0F0Fu) | ((w.qh[run].y >> hsh) & 0x03030303u) << 4;
-      dot[run] = __dp4a(int(l1), int(x.q[2 * run + 1]), __dp4a(int(l0), int(x.q[2 * run]), 0));
-    }
-    const int sum0 = __dp4a(int(x.q[0]), 0x01010101, __dp4a(int(x.q[1]), 0x01010101, 0));
-    const int sc0 = int(static_cast<int8_t>(w.scales & 0xFFu)), sc1 = int(static_cast<int8_t>((w.scales >> 8) & 0xFFu));
-    const int isum = sc0 * (dot[0] - 32 * sum0) + sc1 * (dot[1] - 32 * (x.sum - sum0));
-    acc = fmaf(float(isum), __fmul_rn(h2f(w.d), x.d), acc);
-  }
-};
-
-// The 2-bit K-quants, like Q6_K, scale every 16 elements: a lane's half of 32-element sub-block
-// s = 4n + j of a super-block holds elements 8h..8h+7 (run 0, scale 2s) and 16+8h..16+8h+7 (run 1,
-// scale 2s + 1), whose low 2 bits are bits 2j.. of qs bytes 32n + l (l the element in the sub-block).
-// The 2-bit levels of one run from its 8 qs bytes, a level a byte.
+// Q2_K, Q3_K and Q6_K scale every 16 elements: a lane's half of 32-element sub-block s holds
+// elements 8h..8h+7 (run 0, scale 2s) and 16+8h..16+8h+7 (run 1, scale 2s + 1). In Q2_K and Q3_K,
+// with s = 4n + j, their low 2 bits are bits 2j.. of qs bytes 32n + l (l the element in the
+// sub-block). The 2-bit levels of one run from its 8 qs bytes, a level a byte.
 __device__ __forceinline__ void two_bit_levels(uint2 qs, int j, uint32_t& l0, uint32_t& l1) {
   l0 = (qs.x >> (2 * j)) & 0x03030303u;
   l1 = (qs.y >> (2 * j)) & 0x03030303u;
@@ -283,6 +249,39 @@ __device__ __forceinline__ void run_dots(const uint32_t (&l)[4], const XHalfI8& 
   dot0 = __dp4a(int(l[1]), int(x.q[1]), __dp4a(int(l[0]), int(x.q[0]), 0));
   dot1 = __dp4a(int(l[3]), int(x.q[3]), __dp4a(int(l[2]), int(x.q[2]), 0));
 }
+
+// Q6_K in its GPU layout (quant_kernels.h): a lane's half h of 32-element sub-block s is its 8 nibble
+// bytes at 16s + 8h (Q4_0's order: low nibbles elements 8h.., high ones 16 + 8h..) and one word of
+// top bit pairs at 128 + 8s + 4h, whose pairs 2w.. go to bits 4..5 of level word w by a fixed shift;
+// its two runs (elements 8h..8h+7 and 16+8h..16+8h+7) take scales 2s and 2s + 1. The integer sum
+// sc0·(Σ level·q − 32·Σq) over the first run plus the same with sc1 over the second is exact
+// (|·| < 2^23), and the half adds it times d·d_x.
+template <>
+struct DirectHalf<GgmlType::Q6_K> {
+  uint2 ql;         // the half's nibble bytes
+  uint32_t qh;      // its top bit pairs
+  uint32_t scales;  // the sub-block's two int8 scales (bytes 0 and 1)
+  uint32_t d;       // f16 bits
+  __device__ static __forceinline__ DirectHalf load(const uint8_t* sb, int s, int half) {
+    DirectHalf w;
+    w.ql = ld_stream_u2(sb + 16 * s + 8 * half);
+    w.qh = ld_stream_u32(sb + 128 + 8 * s + 4 * half);
+    w.scales = __ldg(reinterpret_cast<const unsigned short*>(sb + 192 + 2 * s));
+    w.d = __ldg(reinterpret_cast<const unsigned short*>(sb + 208));
+    return w;
+  }
+  __device__ static __forceinline__ void add(const DirectHalf& w, int /*s*/, const XHalfI8& x, float& acc) {
+    constexpr uint32_t kLow = 0x0F0F0F0Fu, kTop = 0x30303030u;  // levels 0..63: positive as signed bytes
+    const uint32_t l[4] = {(w.ql.x & kLow) | ((w.qh << 4) & kTop), (w.ql.y & kLow) | ((w.qh << 2) & kTop),
+                           ((w.ql.x >> 4) & kLow) | (w.qh & kTop), ((w.ql.y >> 4) & kLow) | ((w.qh >> 2) & kTop)};
+    int dot0, dot1;
+    run_dots(l, x, dot0, dot1);
+    const int sum0 = run0_sum(x);
+    const int sc0 = int(static_cast<int8_t>(w.scales & 0xFFu)), sc1 = int(static_cast<int8_t>((w.scales >> 8) & 0xFFu));
+    const int isum = sc0 * (dot0 - 32 * sum0) + sc1 * (dot1 - 32 * (x.sum - sum0));
+    acc = fmaf(float(isum), __fmul_rn(h2f(w.d), x.d), acc);
+  }
+};
 
 // Q2_K (GPU layout: GGML's 84 bytes, then 4 zero bytes): element value d·sc·level − dmin·mn with the
 // 4-bit sc and mn of its run's scale byte (scales[2s + run]: sc low nibble, mn high). The half adds

@@ -288,10 +288,11 @@ __device__ __forceinline__ void mmq_block(const uint8_t* st, int s, int groups, 
       }
     }
   } else {
-    // Block s is elements 32s.. of the super-block: half n = s / 4 (ql + 64n, qh + 32n, scales + 8n),
-    // quarter q = s % 4 (ql's low nibbles of bytes l (q = 0) or l + 32 (1), high ones for q = 2, 3;
-    // qh bits 2q, 2q + 1), element l of the quarter; sub-block h = l / 16 takes scale 8n + 2q + h.
-    const int n = s >> 2, q = s & 3;
+    // Block s is sub-block s of the super-block in its GPU layout (quant_kernels.h): lane 4g + i4's
+    // elements 16h + 4i4.. are in half hh = i4 / 2 of it, word i4 % 2 of that half's nibble bytes
+    // (low nibbles for h = 0, high for 1) and bit pairs 2w, w = 2h + i4 % 2, of its top-bit word;
+    // run h takes scale 2s + h.
+    const int hh = i4 >> 1, w0 = i4 & 1;
     uint32_t a[MF][2][2];
     float ws[MF][2][2];  // [m][h][row g, g + 8]
 #pragma unroll
@@ -300,14 +301,13 @@ __device__ __forceinline__ void mmq_block(const uint8_t* st, int s, int groups, 
       for (int r = 0; r < 2; ++r) {
         const uint8_t* row = st + (16 * m + g + 8 * r) * kStride;
         const float d = __half2float(*reinterpret_cast<const __half*>(row + 208));
+        const uint32_t ql = *reinterpret_cast<const uint32_t*>(row + 16 * s + 8 * hh + 4 * w0);
+        const uint32_t qh = *reinterpret_cast<const uint32_t*>(row + 128 + 8 * s + 4 * hh);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int l = 16 * h + 4 * i4;
-          const uint32_t ql = *reinterpret_cast<const uint32_t*>(row + 64 * n + 32 * (q & 1) + l);
-          const uint32_t qh = *reinterpret_cast<const uint32_t*>(row + 128 + 32 * n + l);
-          const uint32_t lo = (q < 2 ? ql : ql >> 4) & 0x0F0F0F0Fu;
-          a[m][h][r] = centre_6bit(lo | ((qh >> (2 * q)) & 0x03030303u) << 4);
-          ws[m][h][r] = d * float(reinterpret_cast<const int8_t*>(row + 192)[8 * n + 2 * q + h]);
+          const uint32_t lo = (ql >> (4 * h)) & 0x0F0F0F0Fu;
+          a[m][h][r] = centre_6bit(lo | ((qh >> (2 * (2 * h + w0))) & 0x03030303u) << 4);
+          ws[m][h][r] = d * float(reinterpret_cast<const int8_t*>(row + 192)[2 * s + h]);
         }
       }
 #pragma unroll

@@ -38,8 +38,16 @@ bool supports_weight_type(GgmlType type);
 //   byte j holding element j (low nibble) and 16 + j (high) — Q4_0's order within a block; Q5_K
 //   the same in its first 144 bytes (the low 4 bits of each level) and then, at 144 + 4s, one
 //   little-endian word per sub-block whose bit j is its element j's fifth bit (176 bytes, as GGML's);
-// * Q2_K and Q6_K, whose 84- and 210-byte super-blocks get 4 and 6 zero bytes each (88, 216), so
-//   that their lanes load their bytes with 8-byte loads too;
+// * Q2_K, whose 84-byte super-blocks get 4 zero bytes each (88), so that its lanes load their bytes
+//   with 8-byte loads too;
+// * Q6_K, 210 -> 216 bytes, its levels in the order a lane reads them (a lane takes half h of a
+//   32-element sub-block s: elements 8h..8h+7 and 16+8h..16+8h+7): at 16s + 8h the half's 8 nibble
+//   bytes (byte j: the low 4 bits of element 8h + j's 6-bit level in its low nibble, of 16 + 8h + j's
+//   in its high one — Q4_0's order), at 128 + 8s + 4h one word of the half's top bit pairs (bits
+//   2w..2w+1 of byte j: element 8h + j for w = 0, 8h + 4 + j for 1, 16 + 8h + j for 2, 16 + 8h + 4 + j
+//   for 3), then GGML's 16 int8 scales (elements 16i.. take scale i) at 192, f16 d at 208, 6 zero
+//   bytes. A lane's half is one 8-byte and one 4-byte load, its levels put together with fixed
+//   shifts (GGML's order spreads them over 32 bytes, shifted by the sub-block's quarter);
 // * Q3_K, 110 -> 112 bytes: hmask[32] and qs[64] as stored, then its 16 six-bit scales as three
 //   little-endian words (the low 4 bits of scale i at bits 4i.. of the first for i < 8, at 4(i − 8)..
 //   of the second otherwise; its top 2 bits at bits 2i.. of the third), f16 d, 2 zero bytes.
