@@ -4,6 +4,7 @@
 // scales into nibble planes (110 -> 112 bytes); Q6_K's levels in lane order (210 -> 216 bytes); Q2_K's
 // super-blocks padded (84 -> 88).
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <span>
 
@@ -13,6 +14,20 @@ namespace cera::cuda {
 namespace {
 
 constexpr int64_t kSuperElems = 256;  // 8 blocks of 32
+
+// Little-endian words of a row's bytes: the repacks below work a word at a time (uploads of the
+// 1B shapes' weights spent seconds here byte by byte).
+static_assert(std::endian::native == std::endian::little, "the GPU layout's words are little-endian, as the host's");
+uint64_t load_u64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
 
 // A GGML block of 32 elements as its fields' sizes in stored order: the f16 scale d, Q4_1's and
 // Q5_1's f16 minimum m, Q5_0's and Q5_1's 32 fifth bits qh, then the levels (16 nibble bytes, or 32
@@ -87,10 +102,14 @@ void repack_k_header(const uint8_t* in, uint8_t* out) {
 // Sub-block s = 2g + u's low level bits are nibble u of GGML's bytes q[32g..32g+31]; on the GPU byte j
 // of its 16 holds its element j (low nibble) and element 16 + j (high).
 void repack_k_nibbles(const uint8_t* q, uint8_t* out) {
+  constexpr uint64_t kLow = 0x0F0F0F0F0F0F0F0Full;
   for (int s = 0; s < 8; ++s) {
     const uint8_t* g = q + 32 * (s / 2);
     const int sh = 4 * (s % 2);
-    for (int j = 0; j < 16; ++j) out[16 * s + j] = uint8_t(((g[j] >> sh) & 15) | ((g[16 + j] >> sh) & 15) << 4);
+    for (int j = 0; j < 16; j += 8) {
+      const uint64_t v = ((load_u64(g + j) >> sh) & kLow) | ((load_u64(g + 16 + j) >> sh) & kLow) << 4;
+      std::memcpy(out + 16 * s + j, &v, 8);
+    }
   }
 }
 
@@ -115,8 +134,9 @@ void repack_q5_k_row(const uint8_t* src, int64_t k, uint8_t* dst) {
     repack_k_nibbles(in + 48, out + 16);
     for (int s = 0; s < 8; ++s) {
       uint32_t bits = 0;
-      for (int j = 0; j < 32; ++j) bits |= uint32_t((in[16 + j] >> s) & 1) << j;
-      for (int i = 0; i < 4; ++i) out[144 + 4 * s + i] = uint8_t(bits >> (8 * i));
+      for (int j = 0; j < 32; j += 8)  // bit s of 8 bytes: the multiply moves byte i's bit to bit 56 + i
+        bits |= uint32_t((((load_u64(in + 16 + j) >> s) & 0x0101010101010101ull) * 0x0102040810204080ull) >> 56) << j;
+      std::memcpy(out + 144 + 4 * s, &bits, 4);
     }
   }
 }
@@ -138,19 +158,9 @@ void pad_super_blocks(const uint8_t* src, int64_t k, size_t bytes, size_t device
 // word of top bits at 128 + 8s + 4h (bits 2w.. of byte j: element 8h + j for w = 0, 8h + 4 + j for
 // 1, 16 + 8h + j for 2, 16 + 8h + 4 + j for 3), then the scales and d as stored, 6 zero bytes.
 constexpr size_t kQ6_KBytes = 210, kQ6_KDeviceBytes = 216;
-// Word at a time (a 128,256-row head took 0.8 s element by element): sub-block s = 4n + qr's 32
+// Word at a time (a 128,256-row head took 0.8 s element by element, dev machine): sub-block s = 4n + qr's 32
 // nibbles are nibble qr >> 1 of the ql bytes at 64n + 32(qr & 1), and its top bit pairs bits 2qr..
 // of the qh bytes at 32n.
-uint64_t load_u64(const uint8_t* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
-uint32_t load_u32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 void repack_q6_k_row(const uint8_t* src, int64_t k, uint8_t* dst) {
   constexpr uint64_t kLow = 0x0F0F0F0F0F0F0F0Full;
   for (int64_t b = 0; b < k / kSuperElems; ++b) {
