@@ -237,9 +237,10 @@ struct Block<GgmlType::Q6_K> {
   __device__ static void decode(const uint8_t* b, int part, Chunk8& c) {
     const int s = part >> 2, r = (part >> 1) & 1, h = part & 1;
     const uint8_t* ql = b + 16 * s + 8 * h;
-    const uint32_t qh = ld32_a2(b + 128 + 8 * s + 4 * h), sh = 4 * r;
-    const uint32_t lo = ((ld32_a2(ql) >> sh) & 0x0F0F0F0Fu) | ((qh >> (4 * r)) & 0x03030303u) << 4;
-    const uint32_t hi = ((ld32_a2(ql + 4) >> sh) & 0x0F0F0F0Fu) | ((qh >> (4 * r + 2)) & 0x03030303u) << 4;
+    const uint32_t qh = ld32_a2(b + 128 + 8 * s + 4 * h);
+    const int sh = 4 * r;  // run r's nibble, and its first bit pair (words 2r, 2r + 1)
+    const uint32_t lo = ((ld32_a2(ql) >> sh) & 0x0F0F0F0Fu) | ((qh >> sh) & 0x03030303u) << 4;
+    const uint32_t hi = ((ld32_a2(ql + 4) >> sh) & 0x0F0F0F0Fu) | ((qh >> (sh + 2)) & 0x03030303u) << 4;
     bytes_to_q(lo, hi, 32.0f, c.q);
     const int8_t sc = static_cast<int8_t>(b[192 + 2 * s + r]);
     c.scale = __fmul_rn(h2f(ld16(b + 208)), float(sc));

@@ -99,18 +99,20 @@ void repack_k_header(const uint8_t* in, uint8_t* out) {
   }
 }
 
-// Sub-block s = 2g + u's low level bits are nibble u of GGML's bytes q[32g..32g+31]; on the GPU byte j
-// of its 16 holds its element j (low nibble) and element 16 + j (high).
-void repack_k_nibbles(const uint8_t* q, uint8_t* out) {
+// A sub-block's 32 levels (low 4 bits), bits sh..sh+3 of the 32 bytes at g (element j in byte j), as
+// the GPU holds them in 16 bytes: byte j is element j (low nibble) and element 16 + j (high) — Q4_0's
+// order, which the Q4_K, Q5_K and Q6_K layouts share.
+void pack_nibbles(const uint8_t* g, int sh, uint8_t* out) {
   constexpr uint64_t kLow = 0x0F0F0F0F0F0F0F0Full;
-  for (int s = 0; s < 8; ++s) {
-    const uint8_t* g = q + 32 * (s / 2);
-    const int sh = 4 * (s % 2);
-    for (int j = 0; j < 16; j += 8) {
-      const uint64_t v = ((load_u64(g + j) >> sh) & kLow) | ((load_u64(g + 16 + j) >> sh) & kLow) << 4;
-      std::memcpy(out + 16 * s + j, &v, 8);
-    }
+  for (int j = 0; j < 16; j += 8) {
+    const uint64_t v = ((load_u64(g + j) >> sh) & kLow) | ((load_u64(g + 16 + j) >> sh) & kLow) << 4;
+    std::memcpy(out + j, &v, 8);
   }
+}
+
+// Sub-block s = 2g + u's low level bits are nibble u of GGML's bytes q[32g..32g+31].
+void repack_k_nibbles(const uint8_t* q, uint8_t* out) {
+  for (int s = 0; s < 8; ++s) pack_nibbles(q + 32 * (s / 2), 4 * (s % 2), out + 16 * s);
 }
 
 void repack_q4_k_row(const uint8_t* src, int64_t k, uint8_t* dst) {
@@ -158,24 +160,16 @@ void pad_super_blocks(const uint8_t* src, int64_t k, size_t bytes, size_t device
 // word of top bits at 128 + 8s + 4h (bits 2w.. of byte j: element 8h + j for w = 0, 8h + 4 + j for
 // 1, 16 + 8h + j for 2, 16 + 8h + 4 + j for 3), then the scales and d as stored, 6 zero bytes.
 constexpr size_t kQ6_KBytes = 210, kQ6_KDeviceBytes = 216;
-// Word at a time (a 128,256-row head took 0.8 s element by element, dev machine): sub-block s = 4n + qr's 32
-// nibbles are nibble qr >> 1 of the ql bytes at 64n + 32(qr & 1), and its top bit pairs bits 2qr..
-// of the qh bytes at 32n.
+// Sub-block s = 4n + qr's 32 nibbles are nibble qr >> 1 of the ql bytes at 64n + 32(qr & 1), its top
+// bit pairs bits 2qr.. of the qh bytes at 32n (a 128,256-row head took 0.8 s element by element).
 void repack_q6_k_row(const uint8_t* src, int64_t k, uint8_t* dst) {
-  constexpr uint64_t kLow = 0x0F0F0F0F0F0F0F0Full;
   for (int64_t b = 0; b < k / kSuperElems; ++b) {
     const uint8_t* in = src + size_t(b) * kQ6_KBytes;
     uint8_t* out = dst + size_t(b) * kQ6_KDeviceBytes;
     for (int s = 0; s < 8; ++s) {
       const int n = s / 4, qr = s % 4;
-      const uint8_t* ql = in + 64 * n + 32 * (qr & 1);
+      pack_nibbles(in + 64 * n + 32 * (qr & 1), 4 * (qr >> 1), out + 16 * s);  // halves h at 16s + 8h
       const uint8_t* qh = in + 128 + 32 * n;
-      for (int m = 0; m < 16; m += 8) {  // elements m.. (low nibbles) and 16 + m.. (high) of the sub-block
-        const uint64_t lo = (load_u64(ql + m) >> (4 * (qr >> 1))) & kLow;
-        const uint64_t hi = (load_u64(ql + 16 + m) >> (4 * (qr >> 1))) & kLow;
-        const uint64_t nibbles = lo | hi << 4;
-        std::memcpy(out + 16 * s + m, &nibbles, 8);
-      }
       for (int h = 0; h < 2; ++h) {
         uint32_t top = 0;
         const int first[4] = {8 * h, 8 * h + 4, 16 + 8 * h, 16 + 8 * h + 4};  // word w's 4 elements
