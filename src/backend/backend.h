@@ -274,6 +274,12 @@ class Backend {
     if (s != 1.f) scale(product, s);
     add(x, product);
   }
+  // A hint, given just before the op that updates x (a residual branch's output projection): the
+  // op after that one will rms-norm x with weights norm_w and take products of it. A backend may
+  // have the updating op also prepare that input (CUDA decode: a Q4_0 product writes the row
+  // already rounded to int8 for the next Q4_0 products, MatvecFusion::Int8X, which round it per 8
+  // elements where they would round it per 32). Ignored by default.
+  virtual void will_norm(const Tensor& /*x*/, const Tensor& /*norm_w*/) {}
   // out = rms_norm(the rows of x that output logits) ⊙ w: the final norm, applied to the gathered rows.
   virtual void gather_output_rows_norm(const Tensor& x, const Tensor& w, float eps, Tensor out) {
     gather_output_rows(x, out);

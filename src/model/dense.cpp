@@ -224,6 +224,7 @@ class DenseModel final : public Model {
       const Tensor* qn = L.q_norm ? &*L.q_norm : nullptr;
       const Tensor* kn = L.k_norm ? &*L.k_norm : nullptr;
       be.qk_norm_rope_attention(int32_t(i), q, k, v, qn, kn, eps, ap, rope, a);
+      be.will_norm(x, L.ffn_norm);
       project_into_residual(a, L.wo, L.bo);
 
       const int64_t F = hp_.n_ff[i];
@@ -238,6 +239,7 @@ class DenseModel final : public Model {
         be.swiglu(g, u, g);
         project_into_residual(g, L.ffn_down, L.b_down);
       } else {
+        if (i + 1 < layers_.size()) be.will_norm(x, layers_[i + 1].attn_norm);
         be.ffn_swiglu(x, L.ffn_norm, eps, L.ffn_gate, L.ffn_up, L.ffn_down, branch_scale, h, gu, g, o);
       }
     }

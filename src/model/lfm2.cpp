@@ -135,6 +135,7 @@ class Lfm2Model final : public Model {
         Tensor bcx = bcx_.first_rows(T);
         Tensor y = attn_.first_rows(T).cols_slice(0, D);
         be.rms_norm_matmul_short_conv(x, L.attn_norm, eps, h, L.in_proj, bcx, L.state_index, L.conv, y);
+        be.will_norm(x, L.ffn_norm);
         be.matmul_add(y, L.out_proj, 1.f, o, x);
       } else {
         ap.n_head_kv = hp_.n_head_kv[i];
@@ -145,10 +146,12 @@ class Lfm2Model final : public Model {
         Tensor ys[] = {q, k, v};
         be.rms_norm_matmul(x, L.attn_norm, eps, h, ws, ys);
         be.qk_norm_rope_attention(L.state_index, q, k, v, &L.q_norm, &L.k_norm, eps, ap, rope, a);
+        be.will_norm(x, L.ffn_norm);
         be.matmul_add(a, L.wo, 1.f, o, x);
       }
       const int64_t F = hp_.n_ff[i];
       Tensor gu = ffn_.first_rows(T).cols_slice(0, 2 * F), g = gu.cols_slice(0, F);
+      if (i + 1 < layers_.size()) be.will_norm(x, layers_[i + 1].attn_norm);
       be.ffn_swiglu(x, L.ffn_norm, eps, L.ffn_gate, L.ffn_up, L.ffn_down, 1.f, h, gu, g, o);
     }
     return head(x, n_out);

@@ -641,8 +641,9 @@ class CudaBackend final : public Backend {
     }
     if (x.rows > kMatvecRows || !options_.fuse || !folds_norm(ws))
       return Backend::rms_norm_matmul(x, norm_w, eps, normed, ws, ys);
-    if (!begin_op("matvec (+norm)")) return;
     cuda::MatvecFusion f;
+    const bool int8_in = read_residual_int8(x, norm_w, ws, f);
+    if (!begin_op(int8_in ? "matvec (+norm, int8 x)" : "matvec (+norm)")) return;
     f.norm_w = norm_w.f32();
     f.norm_eps = eps;
     for_each_product(ws, ys, [&](const Tensor& w, Tensor& y) { matvec(x, w, y, f); });
@@ -655,6 +656,7 @@ class CudaBackend final : public Backend {
     cuda::MatvecFusion f;
     f.out = cuda::MatvecFusion::Out::SwiGLU;
     const Tensor gu_w[] = {gate, up};
+    if (folds_norm(gu_w)) read_residual_int8(x, norm_w, gu_w, f);  // before norm_for_matvec's ops
     const Tensor* in = nullptr;
     const bool fold = norm_for_matvec(x, norm_w, eps, normed, gu_w, f, in);
     if (!begin_op(fold ? "matvec (+norm, swiglu)" : "matvec (+swiglu)")) return;
@@ -666,6 +668,12 @@ class CudaBackend final : public Backend {
   void ffn_swiglu(Tensor x, const Tensor& norm_w, float eps, const Tensor& gate, const Tensor& up, const Tensor& down,
                   float s, Tensor normed, Tensor gate_up, Tensor act, Tensor product) override {
     const Tensor gu_w[] = {gate, up};
+    if (x.rows == 1 && options_.fuse && follows(gate, up) && gate.rows == up.rows && down.cols == gate.rows &&
+        cuda::matvec_int8_handoff(gate.type, down.type, gate.rows)) {
+      const size_t bytes = size_t(gate.rows) + sizeof(float) * size_t(gate.rows / 8);
+      if (may_allocate() && handoff_.ensure(bytes)) invalidate_graphs();
+      if (handoff_.bytes() >= bytes) return ffn_decode_int8_handoff(x, norm_w, eps, gate, up, down, s, normed, act);
+    }
     if (x.rows <= kMatvecRows || !options_.fuse || !follows(gate, up) || gate.rows != up.rows ||
         !same_16bit_activations(gu_w) || down.type == GgmlType::F32)
       return Backend::ffn_swiglu(x, norm_w, eps, gate, up, down, s, normed, gate_up, act, product);
@@ -691,12 +699,15 @@ class CudaBackend final : public Backend {
 
   void matmul_add(const Tensor& a, const Tensor& w, float s, Tensor product, Tensor x) override {
     if (!options_.fuse) return Backend::matmul_add(a, w, s, product, x);
+    const NextNorm next = residual_int8_writer(x, w);  // before begin_op, which ends the hint
     if (!begin_op(a.rows <= kMatvecRows ? "matvec (+residual)" : "matmul (gemm, +residual)")) return;
     if (a.rows <= kMatvecRows) {
       cuda::MatvecFusion f;
       f.out = cuda::MatvecFusion::Out::Accumulate;
       f.scale = s;
+      write_residual_int8(next, f);
       matvec(a, w, x, f);
+      residual_int8_ = next;
     } else {
       gemm(a, w, x, s, 1.f);
     }
@@ -798,6 +809,7 @@ class CudaBackend final : public Backend {
     cuda::MatvecFusion f;
     f.out = cuda::MatvecFusion::Out::ShortConv;
     f.conv = {view_.token_seq, view_.seqs, conv_w.f32(), int32_t(conv_w.cols), conv_state(layer)};
+    if (folds_norm({&in_proj, 1})) read_residual_int8(x, norm_w, {&in_proj, 1}, f);  // before norm_for_matvec
     const Tensor* in = nullptr;
     const bool fold = norm_for_matvec(x, norm_w, eps, normed, {&in_proj, 1}, f, in);
     if (!begin_op(fold ? "matvec (+norm, short_conv)" : "matvec (+short_conv)")) return;
@@ -871,6 +883,78 @@ class CudaBackend final : public Backend {
       i = j;
       fn(w, y);
     }
+  }
+
+  void will_norm(const Tensor& x, const Tensor& norm_w) override { next_norm_ = {x.data, norm_w.f32(), x.cols}; }
+
+  // The residual row's int8 hand-off (Backend::will_norm): the one-row Q4_0 product that updates x
+  // right after the hint also writes norm_w ⊙ x as Int8X with its groups' Σx² (residual_int8_,
+  // valid until the next op begins), and the next op's Q4_0 products with that norm read it.
+  struct NextNorm {
+    const void* x = nullptr;
+    const float* norm_w = nullptr;
+    int64_t n = 0;  // x's columns
+  };
+  // The hint, if the product of w that accumulates into x can act on it (allocating the row's
+  // buffer in an eager step).
+  NextNorm residual_int8_writer(const Tensor& x, const Tensor& w) {
+    if (next_norm_.x != x.data || x.rows != 1 || w.rows != x.cols ||
+        !cuda::matvec_int8_handoff(w.type, GgmlType::Q4_0, x.cols))
+      return {};
+    const size_t bytes = residual_int8_bytes(x.cols);
+    if (may_allocate() && residual_handoff_.ensure(bytes)) invalidate_graphs();
+    return residual_handoff_.bytes() >= bytes ? next_norm_ : NextNorm{};
+  }
+  static size_t residual_int8_bytes(int64_t n) { return size_t(n) + 2 * sizeof(float) * size_t(n / 8); }
+  cuda::MatvecFusion::Int8X residual_int8_view(int64_t n) const {
+    auto* q = residual_handoff_.as<int8_t>();
+    auto* d = reinterpret_cast<float*>(q + n);
+    return {q, d, d + n / 8};
+  }
+  void write_residual_int8(const NextNorm& next, cuda::MatvecFusion& f) const {
+    if (!next.x) return;
+    f.write_int8 = residual_int8_view(next.n);
+    f.write_norm_w = next.norm_w;
+  }
+  // Whether the one-row products of ws, with the norm of norm_w folded, can read x from the hand-off
+  // (checked before begin_op, which ends it); sets f.read_int8 if so.
+  bool read_residual_int8(const Tensor& x, const Tensor& norm_w, std::span<const Tensor> ws, cuda::MatvecFusion& f) {
+    if (!residual_int8_.x || residual_int8_.x != x.data || residual_int8_.norm_w != norm_w.f32() || x.rows != 1)
+      return false;
+    for (const Tensor& w : ws)
+      if (!cuda::matvec_int8_handoff(GgmlType::Q4_0, w.type, x.cols)) return false;
+    f.read_int8 = residual_int8_view(x.cols);
+    return true;
+  }
+
+  // One token's SwiGLU feed-forward whose [gate; up] product hands its output to the down product
+  // as int8 (cuda::MatvecFusion::Int8X, in handoff_), so that the down product's blocks read 1 byte
+  // an element instead of each rounding the f32 row again. act still receives the f32 row.
+  void ffn_decode_int8_handoff(Tensor x, const Tensor& norm_w, float eps, const Tensor& gate, const Tensor& up,
+                               const Tensor& down, float s, const Tensor& normed, Tensor act) {
+    const cuda::MatvecFusion::Int8X handoff{handoff_.as<int8_t>(),
+                                            reinterpret_cast<float*>(handoff_.as<int8_t>() + gate.rows)};
+    const NextNorm next = residual_int8_writer(x, down);  // before any op begins
+    cuda::MatvecFusion f;
+    f.out = cuda::MatvecFusion::Out::SwiGLU;
+    f.write_int8 = handoff;
+    const Tensor gu_w[] = {gate, up};
+    if (folds_norm(gu_w)) read_residual_int8(x, norm_w, gu_w, f);
+    const Tensor* in = nullptr;
+    const bool fold = norm_for_matvec(x, norm_w, eps, normed, gu_w, f, in);
+    if (begin_op(fold ? "matvec (+norm, swiglu, int8 out)" : "matvec (+swiglu, int8 out)")) {
+      Tensor w = gate;
+      w.rows += up.rows;  // [gate; up], adjacent in the weight arena
+      matvec(*in, w, act, f);
+    }
+    cuda::MatvecFusion g;
+    g.out = cuda::MatvecFusion::Out::Accumulate;
+    g.scale = s;
+    g.read_int8 = handoff;
+    write_residual_int8(next, g);
+    if (!begin_op("matvec (+residual, int8 x)")) return;
+    matvec(act, down, x, g);
+    residual_int8_ = next;
   }
 
   void matvec(const Tensor& x, const Tensor& w, const Tensor& y, cuda::MatvecFusion f) {
@@ -971,6 +1055,9 @@ class CudaBackend final : public Backend {
 
   // Whether the op must launch now (false while a graph will replay the step).
   bool begin_op(const char* name) {
+    // An int8 hand-off of the residual row lives from its writer to the very next op.
+    next_norm_ = {};
+    residual_int8_ = {};
     if (mode_ == Mode::Replay) return false;
     if (mode_ == Mode::CapturePending) {
       CERA_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
@@ -1124,6 +1211,10 @@ class CudaBackend final : public Backend {
 
   cuda::AttentionPrecision attention_precision_ = cuda::AttentionPrecision::F32;
   DeviceBuffer in16_, mid16_;  // fused prefill: the 16-bit GEMM inputs (normed x; SwiGLU output)
+  DeviceBuffer handoff_;       // decode FFN: the SwiGLU row as int8 for the down product (Int8X)
+  DeviceBuffer residual_handoff_;  // the residual row as int8 for the next norm's products (Int8X)
+  NextNorm next_norm_;             // will_norm's hint, until the next op begins
+  NextNorm residual_int8_;         // what residual_handoff_ holds, until the next op begins
   DeviceBuffer partial_;  // decode attention's split results
   DeviceBuffer prefill_partial_;  // prefill attention's key-range results (cuda::PrefillSplit)
   DeviceBuffer counters_;  // fused decode attention's per-(token, head chunk) split counters, kept zero

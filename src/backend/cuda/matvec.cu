@@ -132,6 +132,9 @@ struct Fusion {
   float scale;
   bool early_weights;
   MatvecFusion::ShortConv conv;
+  MatvecFusion::Int8X write_int8;  // SwiGLU / Accumulate: y also as int8 groups (q null: not)
+  const float* write_norm_w;       // Accumulate: the next product's norm weights
+  MatvecFusion::Int8X read_int8;   // x as int8 groups (matvec_kernel's kInt8X)
 };
 
 // inv[t] = 1 / sqrt(mean(x[t]²) + eps) for the first n_valid of NX rows (all threads get it).
@@ -272,12 +275,31 @@ __device__ __forceinline__ void fetch_direct_tile(detail::DirectHalf<T> (&q)[R],
 // every SM from the first instruction. kNorm: the rms norm of x is folded in (see the top).
 // R: weight rows per block (MatvecShape::kRows; kConvRows with the short-conv epilogue, which needs
 // a channel's B, C and X rows together).
-template <GgmlType T, int NX, bool kNorm, int R, bool kI8>
+// Element i = 8g + j of an Int8X row: its level, value v rounded with its group's max|v| (amax,
+// known to all 8 lanes of the group) as quantize_x16 rounds; lane j = 0 also writes the group's
+// scale and, where the row has them, its Σx² (ss).
+__device__ __forceinline__ void write_int8_group(const MatvecFusion::Int8X& out, int64_t i, float v, float amax,
+                                                 float ss) {
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const int64_t g = i / 8;
+  const int64_t slot = (g >> 2) * 4 + (g & 1) * 2 + ((g >> 1) & 1);  // lane order: g0, g2, g1, g3
+  out.q[slot * 8 + (i & 7)] = int8_t(detail::round_to_i8_bits(v, id) & 0xFFu);
+  if ((i & 7) == 0) {
+    out.d[slot] = d;
+    if (out.ssq) out.ssq[slot] = ss;
+  }
+}
+
+// kInt8X: x arrives as MatvecFusion::Int8X (f.read_int8; Q4_0, one x row; with kNorm its groups
+// hold norm_w ⊙ x and their Σx²) and `x` is unused.
+template <GgmlType T, int NX, bool kNorm, int R, bool kI8, bool kInt8X = false>
 __global__ void __launch_bounds__(kMaxWarps * 32)
     matvec_kernel(const uint8_t* __restrict__ w, int64_t n_rows, int64_t k, size_t row_bytes,
                   const float* __restrict__ x, int64_t x_stride, bool x_vec, float* __restrict__ y,
                   int64_t y_stride, Fusion f) {
   using S = MatvecShape<T, NX, kI8>;
+  static_assert(!kInt8X || (kDirectQ4_0<T, kI8> && NX == 1), "int8 x: Q4_0, one row");
   extern __shared__ uint4 smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
   const bool glu = f.out == int(MatvecFusion::Out::SwiGLU);
@@ -305,6 +327,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   const bool acc_thread = f.out == int(MatvecFusion::Out::Accumulate) && threadIdx.x < R * NX &&
                           row0 + threadIdx.x / NX < n_out;
   float* const acc_out = acc_thread ? y + (threadIdx.x % NX) * y_stride + row0 + threadIdx.x / NX : nullptr;
+  // Accumulate writing Int8X for a norm: thread r's output's norm weight, loaded before the wait.
+  const bool writes_normed = NX == 1 && (R == 8 || R == 16) && f.write_norm_w && threadIdx.x < R;
+  const float next_norm_w = writes_normed ? __ldg(f.write_norm_w + row0 + threadIdx.x) : 0.0f;
   float y_in = 0.0f;
   bool waited = false;
   auto wait_for_inputs = [&] {  // after the first weights are in flight (pdl.h)
@@ -421,6 +446,31 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
         if (tile != warp) fetch(tile);
         const int64_t e = tile * S::kTile + 32 * blk;
         const bool valid = e < k;  // k is a multiple of 32: both halves of a block or neither
+        if constexpr (kInt8X) {
+          // This lane's half: groups h and 2 + h of the block (Int8X's lane order), a scale each.
+          const uint4 q = valid ? __ldg(reinterpret_cast<const uint4*>(f.read_int8.q + e + 16 * half))
+                                : make_uint4(0, 0, 0, 0);
+          const float2 d = valid ? __ldg(reinterpret_cast<const float2*>(f.read_int8.d + e / 8 + 2 * half))
+                                 : make_float2(0.f, 0.f);
+          // Σ (level - 8) · q per group: the offsets from each group's Σq.
+          const int off0 = -8 * __dp4a(int(q.y), 0x01010101, __dp4a(int(q.x), 0x01010101, 0));
+          const int off1 = -8 * __dp4a(int(q.w), 0x01010101, __dp4a(int(q.z), 0x01010101, 0));
+          if constexpr (kNorm) {  // the two groups' Σx² (the lanes and warps together see each group once)
+            const float2 p = valid ? __ldg(reinterpret_cast<const float2*>(f.read_int8.ssq + e / 8 + 2 * half))
+                                   : make_float2(0.f, 0.f);
+            ssq[0] += p.x + p.y;
+          }
+          if (valid)
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+              const int s0 = __dp4a(int(nib[r].y & 0x0F0F0F0Fu), int(q.y),
+                                    __dp4a(int(nib[r].x & 0x0F0F0F0Fu), int(q.x), off0));
+              const int s1 = __dp4a(int((nib[r].y >> 4) & 0x0F0F0F0Fu), int(q.w),
+                                    __dp4a(int((nib[r].x >> 4) & 0x0F0F0F0Fu), int(q.z), off1));
+              acc[r][0] = fmaf(fmaf(float(s0), d.x, __fmul_rn(float(s1), d.y)), detail::h2f(scale[r]), acc[r][0]);
+            }
+          continue;
+        }
         detail::XHalfI8 xq[NX];
         quantize_x_half<NX, kNorm>(x, x_stride, e, half, valid, x_vec, f.norm_w, ssq, xq);
         if (valid)
@@ -583,9 +633,19 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
     if (glu && !conv) {
       if (threadIdx.x < (R / 2) * NX) {
         const int r = threadIdx.x / NX, t = threadIdx.x % NX;
+        float v = 0.f;
         if (row0 + r < n_out) {
           const float g = total(r, t), u = total(r + R / 2, t);
-          y[t * y_stride + row0 + r] = g / (1.f + expf(-g)) * u;
+          v = g / (1.f + expf(-g)) * u;
+          y[t * y_stride + row0 + r] = v;
+        }
+        if (NX == 1 && R == 16 && f.write_int8.q) {
+          // The block's 8 outputs (lanes 0-7 of warp 0) are one Int8X group (the host checked
+          // n_out % 32 == 0): its max, then each lane's level (quantize_x16's arithmetic).
+          float amax = fabsf(v);
+#pragma unroll
+          for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFu, amax, o));
+          write_int8_group(f.write_int8, row0 + r, v, amax, 0.0f);
         }
       }
     } else if (conv) {
@@ -607,11 +667,26 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
       }
     } else if (threadIdx.x < R * NX) {
       const int r = threadIdx.x / NX, t = threadIdx.x % NX;
+      float v = 0.f;
       if (row0 + r < n_out) {
         const float s = total(r, t);
         float* out = y + t * y_stride + row0 + r;
-        if (f.out == int(MatvecFusion::Out::Accumulate)) *out = y_in + f.scale * s;  // out == acc_out
-        else *out = s;
+        if (f.out == int(MatvecFusion::Out::Accumulate)) v = y_in + f.scale * s;  // out == acc_out
+        else v = s;
+        *out = v;
+      }
+      if (writes_normed) {
+        // Each 8 outputs (lanes 8i..8i+7 of warp 0; the host checked n_out % 32 == 0) are one Int8X
+        // group of norm_w ⊙ v, with their Σv² (a fixed butterfly: deterministic).
+        const float z = __fmul_rn(next_norm_w, v);  // _rn: no contraction, so the host can repeat it
+        float amax = fabsf(z), ss = __fmul_rn(v, v);
+        constexpr unsigned kMask = R == 16 ? 0xFFFFu : 0xFFu;
+#pragma unroll
+        for (int o = 1; o < 8; o <<= 1) {
+          amax = fmaxf(amax, __shfl_xor_sync(kMask, amax, o));
+          ss += __shfl_xor_sync(kMask, ss, o);
+        }
+        write_int8_group(f.write_int8, row0 + r, z, amax, ss);
       }
     }
   }
@@ -801,6 +876,9 @@ MatvecLaunch plan_nx(int64_t n_rows, int64_t k, int parts, int warps_wanted = 0)
 
 template <GgmlType T, int NX, int R, bool kI8>
 auto matvec_kernel_for(const Fusion& f) {
+  if constexpr (kDirectQ4_0<T, kI8> && NX == 1)
+    if (f.read_int8.q)  // matvec() checked the rest
+      return f.norm_w ? matvec_kernel<T, 1, true, R, kI8, true> : matvec_kernel<T, 1, false, R, kI8, true>;
   return f.norm_w ? matvec_kernel<T, NX, true, R, kI8> : matvec_kernel<T, NX, false, R, kI8>;
 }
 
@@ -901,18 +979,24 @@ template <GgmlType T, bool kI8>
 inline constexpr bool kWideRows = kDirectQ4_0<T, kI8>;
 constexpr int kWideRowCount = 16, kWideWarps = 2;
 
+// A SwiGLU product that writes Int8X always takes these blocks: their 8 outputs are one group.
 template <GgmlType T, bool kI8>
 bool launch_wide(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const float* x, int64_t x_stride,
                  float* y, int64_t y_stride, cudaStream_t stream, const Fusion& f) {
   if constexpr (!kWideRows<T, kI8>) {
     return false;
   } else {
-    if (!one_wave_enabled()) return false;
     const int parts = stacked_parts(f.out);
+    const MatvecLaunch wide = plan_nx<T, 1, kWideRowCount, kI8>(n_rows, k, parts, kWideWarps);
+    static_assert(kWideRowCount / 2 == 8, "a SwiGLU block's outputs are one Int8X group");
+    if (f.write_int8.q && f.out == int(MatvecFusion::Out::SwiGLU)) {
+      launch_nx<T, 1, kWideRowCount, kI8>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream, f, &wide);
+      return true;
+    }
+    if (!one_wave_enabled()) return false;
     constexpr int R = MatvecShape<T, 1, kI8>::kRows;
     const MatvecLaunch usual = plan_nx<T, 1, R, kI8>(n_rows, k, parts);
     if (fits_one_wave(matvec_kernel_for<T, 1, R, kI8>(f), usual)) return false;
-    const MatvecLaunch wide = plan_nx<T, 1, kWideRowCount, kI8>(n_rows, k, parts, kWideWarps);
     if (!fits_one_wave(matvec_kernel_for<T, 1, kWideRowCount, kI8>(f), wide)) return false;
     launch_nx<T, 1, kWideRowCount, kI8>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream, f, &wide);
     return true;
@@ -966,7 +1050,8 @@ void launch_rows(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, con
     if (n_x_rows == 1 && launch_wide<T, kI8>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream, f)) return;
     const int parts = stacked_parts(f.out);  // not the short conv: handled above
     const int64_t blocks8 = (n_rows / parts + 8 / parts - 1) / (8 / parts);
-    if (n_x_rows <= 2 && blocks8 < int64_t(sm_count())) {
+    // (An Accumulate product writing Int8X keeps 8 rows: a block's outputs are one group.)
+    if (n_x_rows <= 2 && blocks8 < int64_t(sm_count()) && !f.write_int8.q) {
       static_assert(MatvecShape<T, 1, kI8>::kRows == 8 && MatvecShape<T, 2, kI8>::kRows == 8);
       if (n_x_rows == 1) return launch_nx<T, 1, 4, kI8>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream, f);
       return launch_nx<T, 2, 4, kI8>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream, f);
@@ -1022,6 +1107,12 @@ bool matvec_int8_activations(GgmlType type) {
   return matvec_int8_enabled() && detail::has_int8_dot(type);
 }
 
+bool matvec_int8_handoff(GgmlType producer, GgmlType consumer, int64_t n_out) {
+  const char* e = std::getenv("CERA_CUDA_INT8_HANDOFF");
+  return !(e && std::strcmp(e, "0") == 0) && matvec_int8_enabled() && producer == GgmlType::Q4_0 &&
+         consumer == GgmlType::Q4_0 && n_out > 0 && n_out % 32 == 0;
+}
+
 bool matvec_short_conv_supported(GgmlType type, const void* w, size_t row_bytes, int64_t k, int32_t conv_len) {
   const bool is_float = type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16;
   return conv_len >= 1 && conv_len <= kMaxConvLen && (!is_float || float_rows_aligned(w, row_bytes, k));
@@ -1049,7 +1140,27 @@ void matvec(GgmlType type, const void* w, int64_t n_rows, int64_t k, size_t row_
     if (!fusion.conv.w || !fusion.conv.state || !fusion.conv.seqs || !fusion.conv.token_seq)
       throw Error(ErrorCode::InvalidArgument, "cuda matvec: the short-conv epilogue needs its weights, state and step");
   }
-  const Fusion f{fusion.norm_w, fusion.norm_eps, int(fusion.out), fusion.scale, fusion.early_weights, fusion.conv};
+  if (fusion.write_int8.q || fusion.read_int8.q) {
+    using O = MatvecFusion::Out;
+    const auto& wr = fusion.write_int8;
+    const auto& rd = fusion.read_int8;
+    // Writers: a SwiGLU product (no norm after it) or an accumulating one (the residual stream,
+    // for a next norm: write_norm_w and ssq). Readers: any output; with a norm the row must carry
+    // Σx².
+    const bool write_ok = !wr.q || (wr.d && (fusion.out == O::SwiGLU ? !fusion.write_norm_w && !wr.ssq
+                                                                     : fusion.out == O::Accumulate &&
+                                                                           fusion.write_norm_w && wr.ssq));
+    const bool read_ok = !rd.q || (rd.d && rd.q != wr.q && (!fusion.norm_w || rd.ssq));
+    const int64_t n = wr.q ? n_rows / stacked_parts(int(fusion.out)) : k;  // the written row, else the read one
+    if (!write_ok || !read_ok || n_x_rows != 1 || !matvec_int8_handoff(type, type, n) || (rd.q && k % 32 != 0) ||
+        reinterpret_cast<uintptr_t>(w) % 8 != 0 || row_bytes % 8 != 0)
+      throw Error(ErrorCode::InvalidArgument,
+                  "cuda matvec: an int8 hand-off needs Q4_0 weights (8-byte aligned rows) with int8 activations, "
+                  "one x row of 32·n elements with its scales (and sums of squares where a norm follows); the "
+                  "writer a SwiGLU product or an accumulating one with the next norm's weights");
+  }
+  const Fusion f{fusion.norm_w,     fusion.norm_eps,     int(fusion.out),     fusion.scale, fusion.early_weights,
+                 fusion.conv,       fusion.write_int8,   fusion.write_norm_w, fusion.read_int8};
   switch (type) {
 #define CERA_MATVEC_CASE(T) \
   case GgmlType::T: launch<GgmlType::T>(w, n_rows, k, row_bytes, x, x_stride, n_x_rows, y, y_stride, stream, f); break;

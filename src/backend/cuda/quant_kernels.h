@@ -90,6 +90,29 @@ struct MatvecFusion {
     int32_t len = 0;                     // kernel length L (the state holds L - 1 inputs)
     float* state = nullptr;              // the layer's slots, (L - 1) · D floats each
   } conv;
+  // One x row handed from a product's epilogue to the next product as int8, so that the next
+  // product's blocks do not each round x again (the decode FFN: the SwiGLU output into the down
+  // product). Groups of 8 elements, each with its own f32 scale d = max|v| / 127 and levels
+  // v·(1/d) rounded once to nearest even (int8_dot.cuh's rounding, per 8 elements where a product
+  // rounds its own x per 32: a producer block owns 8 outputs). A 32-element block's four groups are
+  // stored in lane order g0, g2, g1, g3 (32 bytes; scales likewise, 4 floats), so that the half a
+  // lane takes (elements 8h..8h+7 and 16+8h..16+8h+7, int8_dot.cuh) is 16 contiguous bytes and
+  // its two scales one float2. Where matvec_int8_handoff says it applies:
+  // A row that a norm will precede holds norm_w ⊙ v in the groups and each group's Σv² in `ssq`
+  // (same order), from which the reader takes rms(v).
+  struct Int8X {
+    int8_t* q = nullptr;   // n elements (n a multiple of 32)
+    float* d = nullptr;    // n / 8 scales
+    float* ssq = nullptr;  // n / 8 sums of squares, for a row that a norm will precede
+  };
+  // Out::SwiGLU, one x row: y is also written this way. Out::Accumulate, one x row, with
+  // write_norm_w: the updated row v (the residual stream) is written for a next product that
+  // folds the norm of weights write_norm_w (ssq required).
+  Int8X write_int8;
+  const float* write_norm_w = nullptr;
+  // One x row, read from here instead of x (which is then unused). With norm_w, the row was
+  // written with write_norm_w = norm_w (ssq required); without, by a SwiGLU product.
+  Int8X read_int8;
   // Whether blocks issue their first weight loads before waiting for the previous kernel (PDL):
   // weights never depend on it, so their latency overlaps its tail. (An earlier variant that
   // prefetched whole rows into L2 instead cost ~10 % of LFM2-1.2B BF16 decode on the H200.)
@@ -115,6 +138,12 @@ void matvec_int8_enable(bool on);
 bool matvec_int8_enabled();
 // Whether matvec of `type` takes int8 activations now (enabled, and one of the types above).
 bool matvec_int8_activations(GgmlType type);
+
+// Whether a product of `producer` weights (SwiGLU or Accumulate) can hand its output row to a
+// product of `consumer` weights as MatvecFusion::Int8X (one x row; n_out, the handed row's
+// elements, a multiple of 32): both Q4_0 with int8 activations on. CERA_CUDA_INT8_HANDOFF=0:
+// never (read per call, for A/B runs).
+bool matvec_int8_handoff(GgmlType producer, GgmlType consumer, int64_t n_out);
 
 // Whether matvec can take Out::ShortConv for these weights (float rows must be 16-byte aligned) and
 // a conv kernel of conv_len taps (at most 4).
