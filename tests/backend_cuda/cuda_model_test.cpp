@@ -109,6 +109,27 @@ TEST_P(CudaFixtureParity, DecodeLogitsMeetFixtureCriteria) {
 INSTANTIATE_TEST_SUITE_P(AllFixtureFiles, CudaFixtureParity, ::testing::ValuesIn(test::kFixtureFiles),
                          [](const auto& info) { return test::fixture_case_name(info.param); });
 
+// Decode with the Q4_0 products' int8 hand-offs (MatvecFusion::Int8X) in every launch, which on the
+// 1B shapes they take by default and on this small model only under CERA_CUDA_INT8_HANDOFF=all:
+// the fixture criteria hold, and the logits are not those without the hand-offs (rows rounded per 8
+// elements instead of per 32), so the path did run.
+TEST(CudaInt8Handoff, Lfm2TinyQ4_0DecodeMeetsFixtureCriteria) {
+  CERA_REQUIRE_CUDA();
+  const FixtureFile* c = nullptr;
+  for (const FixtureFile& f : test::kFixtureFiles)
+    if (std::string(f.model) == "lfm2-tiny" && std::string(f.type) == "Q4_0") c = &f;
+  ASSERT_NE(c, nullptr);
+  const auto prompts = test::load_fixture_prompts(c->model);
+  auto logits = [&](const char* mode) {
+    const test::ScopedEnv env("CERA_CUDA_INT8_HANDOFF", mode);
+    auto engine = load(test::fixture_gguf(c->model, c->type), "cuda");
+    return decode_logits(*engine, prompts);
+  };
+  const std::vector<float> with = logits("all"), without = logits("0");
+  expect_fixture_criteria(*c, with, "decode, int8 hand-offs");
+  EXPECT_NE(with, without);
+}
+
 double rms(std::span<const float> v) {
   double s = 0;
   for (float x : v) s += double(x) * x;
@@ -188,7 +209,9 @@ std::vector<std::vector<float>> greedy_trace(Engine& e, const std::vector<int32_
 // A replayed graph runs exactly the kernels of the eager step, on the same data: bit-identical.
 TEST(CudaGraphs, ReplayEqualsEagerLaunchesBitForBit) {
   CERA_REQUIRE_CUDA();
-  // lfm2-tiny Q4_0: the int8 hand-offs between its products (Backend::will_norm) in both modes.
+  // lfm2-tiny Q4_0: the int8 hand-offs between its products (Backend::will_norm) in both modes,
+  // also where they change a product's block shape (as on this small model).
+  const test::ScopedEnv handoff_everywhere("CERA_CUDA_INT8_HANDOFF", "all");
   for (const auto& [model, type] : {std::pair{"lfm2-tiny", "Q4_0"}, std::pair{"default", "Q8_0"},
                                      std::pair{"qwen3-tiny", "BF16"}, std::pair{"llama-tiny", "Q4_K_M"}}) {
     const std::string path = model_path(model, type);

@@ -669,7 +669,8 @@ class CudaBackend final : public Backend {
                   float s, Tensor normed, Tensor gate_up, Tensor act, Tensor product) override {
     const Tensor gu_w[] = {gate, up};
     if (x.rows == 1 && options_.fuse && follows(gate, up) && gate.rows == up.rows && down.cols == gate.rows &&
-        cuda::matvec_int8_handoff(gate.type, down.type, gate.rows)) {
+        cuda::matvec_int8_handoff(gate.type, down.type, gate.rows) &&
+        cuda::matvec_int8_writer_keeps_launch(gate.type, 2 * gate.rows, gate.cols, cuda::MatvecFusion::Out::SwiGLU)) {
       const size_t bytes = size_t(gate.rows) + sizeof(float) * size_t(gate.rows / 8);
       if (may_allocate() && handoff_.ensure(bytes)) invalidate_graphs();
       if (handoff_.bytes() >= bytes) return ffn_decode_int8_handoff(x, norm_w, eps, gate, up, down, s, normed, act);
@@ -899,7 +900,8 @@ class CudaBackend final : public Backend {
   // buffer in an eager step).
   NextNorm residual_int8_writer(const Tensor& x, const Tensor& w) {
     if (next_norm_.x != x.data || x.rows != 1 || w.rows != x.cols ||
-        !cuda::matvec_int8_handoff(w.type, GgmlType::Q4_0, x.cols))
+        !cuda::matvec_int8_handoff(w.type, GgmlType::Q4_0, x.cols) ||
+        !cuda::matvec_int8_writer_keeps_launch(w.type, w.rows, w.cols, cuda::MatvecFusion::Out::Accumulate))
       return {};
     const size_t bytes = residual_int8_bytes(x.cols);
     if (may_allocate() && residual_handoff_.ensure(bytes)) invalidate_graphs();

@@ -979,6 +979,17 @@ template <GgmlType T, bool kI8>
 inline constexpr bool kWideRows = kDirectQ4_0<T, kI8>;
 constexpr int kWideRowCount = 16, kWideWarps = 2;
 
+// Whether the usual launch would take more than one wave and the wide one fits in one.
+template <GgmlType T, bool kI8>
+bool wide_fits_one_wave(int64_t n_rows, int64_t k, const Fusion& f) {
+  if (!one_wave_enabled()) return false;
+  const int parts = stacked_parts(f.out);
+  constexpr int R = MatvecShape<T, 1, kI8>::kRows;
+  if (fits_one_wave(matvec_kernel_for<T, 1, R, kI8>(f), plan_nx<T, 1, R, kI8>(n_rows, k, parts))) return false;
+  return fits_one_wave(matvec_kernel_for<T, 1, kWideRowCount, kI8>(f),
+                       plan_nx<T, 1, kWideRowCount, kI8>(n_rows, k, parts, kWideWarps));
+}
+
 // A SwiGLU product that writes Int8X always takes these blocks: their 8 outputs are one group.
 template <GgmlType T, bool kI8>
 bool launch_wide(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, const float* x, int64_t x_stride,
@@ -993,11 +1004,7 @@ bool launch_wide(const void* w, int64_t n_rows, int64_t k, size_t row_bytes, con
       launch_nx<T, 1, kWideRowCount, kI8>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream, f, &wide);
       return true;
     }
-    if (!one_wave_enabled()) return false;
-    constexpr int R = MatvecShape<T, 1, kI8>::kRows;
-    const MatvecLaunch usual = plan_nx<T, 1, R, kI8>(n_rows, k, parts);
-    if (fits_one_wave(matvec_kernel_for<T, 1, R, kI8>(f), usual)) return false;
-    if (!fits_one_wave(matvec_kernel_for<T, 1, kWideRowCount, kI8>(f), wide)) return false;
+    if (!wide_fits_one_wave<T, kI8>(n_rows, k, f)) return false;
     launch_nx<T, 1, kWideRowCount, kI8>(w, n_rows, k, row_bytes, x, x_stride, y, y_stride, stream, f, &wide);
     return true;
   }
@@ -1107,10 +1114,27 @@ bool matvec_int8_activations(GgmlType type) {
   return matvec_int8_enabled() && detail::has_int8_dot(type);
 }
 
+// CERA_CUDA_INT8_HANDOFF: "0" never, "all" in every launch the types allow, else where the writer
+// keeps its launch (read per call).
+static const char* handoff_env() { return std::getenv("CERA_CUDA_INT8_HANDOFF"); }
+
 bool matvec_int8_handoff(GgmlType producer, GgmlType consumer, int64_t n_out) {
-  const char* e = std::getenv("CERA_CUDA_INT8_HANDOFF");
+  const char* e = handoff_env();
   return !(e && std::strcmp(e, "0") == 0) && matvec_int8_enabled() && producer == GgmlType::Q4_0 &&
          consumer == GgmlType::Q4_0 && n_out > 0 && n_out % 32 == 0;
+}
+
+bool matvec_int8_writer_keeps_launch(GgmlType type, int64_t n_rows, int64_t k, MatvecFusion::Out out) {
+  if (type != GgmlType::Q4_0 || !matvec_int8_enabled() || k % 32 != 0) return false;
+  if (const char* e = handoff_env(); e && std::strcmp(e, "all") == 0) return true;
+  if (out == MatvecFusion::Out::Accumulate) return (n_rows + 7) / 8 >= int64_t(sm_count());  // launch_rows
+  if (out != MatvecFusion::Out::SwiGLU) return false;
+  // The launch without the hand-off: the norm folded (only its presence picks the kernel here).
+  static const float any_norm = 0.f;
+  Fusion f{};
+  f.norm_w = &any_norm;
+  f.out = int(out);
+  return wide_fits_one_wave<GgmlType::Q4_0, true>(n_rows, k, f);
 }
 
 bool matvec_short_conv_supported(GgmlType type, const void* w, size_t row_bytes, int64_t k, int32_t conv_len) {

@@ -142,8 +142,15 @@ bool matvec_int8_activations(GgmlType type);
 // Whether a product of `producer` weights (SwiGLU or Accumulate) can hand its output row to a
 // product of `consumer` weights as MatvecFusion::Int8X (one x row; n_out, the handed row's
 // elements, a multiple of 32): both Q4_0 with int8 activations on. CERA_CUDA_INT8_HANDOFF=0:
-// never (read per call, for A/B runs).
+// never (read per call, for A/B runs); =all: matvec_int8_writer_keeps_launch says yes to every
+// launch (how the tests reach the hand-off on small models).
 bool matvec_int8_handoff(GgmlType producer, GgmlType consumer, int64_t n_out);
+// Whether a one-row product of these weights (n_rows × k) with output `out` takes the same launch
+// when it writes Int8X as when it does not: an accumulating Q4_0 product with blocks of 8 rows or
+// more, a SwiGLU one (its norm folded) with 16-row blocks. matvec writes Int8X in other launches
+// too (the tests use it), but there the hand-off changes the block shape, which has not been
+// measured to pay (docs/BENCHMARKS.md); the backend asks this first.
+bool matvec_int8_writer_keeps_launch(GgmlType type, int64_t n_rows, int64_t k, MatvecFusion::Out out);
 
 // Whether matvec can take Out::ShortConv for these weights (float rows must be 16-byte aligned) and
 // a conv kernel of conv_len taps (at most 4).
