@@ -24,7 +24,9 @@
 // by rms(x). No prologue, no extra read of x, no kernel before the product. SwiGLU
 // pairs gate row j with up row F + j in one block, so the epilogue can combine them; LFM2's short
 // conv takes channels' B, C and X rows (c, D + c, 2D + c) into one block and convolves them with
-// the sequence's conv state in the epilogue.
+// the sequence's conv state in the epilogue. One-row Q4_0 products can also hand their output to
+// the next product already rounded to int8 (MatvecFusion::Int8X: the epilogue writes it, the next
+// product's lanes load it instead of rounding x in every block).
 // Launched with PDL: a block requests its first weight tile (with k ≤ 2048 all of its weights)
 // before it waits for the previous kernel (pdl.h), so the weight stream does not stop between
 // kernels.
@@ -271,10 +273,6 @@ __device__ __forceinline__ void fetch_direct_tile(detail::DirectHalf<T> (&q)[R],
   for (int r = 0; r < R; ++r) q[r] = detail::DirectHalf<T>::load(rows[r] + sb, blk & 7, half);
 }
 
-// A block owns one row group, as small as possible, so the grid spreads the weight stream over
-// every SM from the first instruction. kNorm: the rms norm of x is folded in (see the top).
-// R: weight rows per block (MatvecShape::kRows; kConvRows with the short-conv epilogue, which needs
-// a channel's B, C and X rows together).
 // Element i = 8g + j of an Int8X row: its level, value v rounded with its group's max|v| (amax,
 // known to all 8 lanes of the group) as quantize_x16 rounds; lane j = 0 also writes the group's
 // scale and, where the row has them, its Σx² (ss).
@@ -291,6 +289,10 @@ __device__ __forceinline__ void write_int8_group(const MatvecFusion::Int8X& out,
   }
 }
 
+// A block owns one row group, as small as possible, so the grid spreads the weight stream over
+// every SM from the first instruction. kNorm: the rms norm of x is folded in (see the top).
+// R: weight rows per block (MatvecShape::kRows; kConvRows with the short-conv epilogue, which needs
+// a channel's B, C and X rows together).
 // kInt8X: x arrives as MatvecFusion::Int8X (f.read_int8; Q4_0, one x row; with kNorm its groups
 // hold norm_w ⊙ x and their Σx²) and `x` is unused.
 template <GgmlType T, int NX, bool kNorm, int R, bool kI8, bool kInt8X = false>
