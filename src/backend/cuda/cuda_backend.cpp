@@ -653,13 +653,24 @@ class CudaBackend final : public Backend {
                        const Tensor& up, Tensor gate_up, Tensor out) override {
     if (x.rows > kMatvecRows || !options_.fuse || !follows(gate, up) || gate.rows != up.rows)
       return Backend::rms_norm_swiglu(x, norm_w, eps, normed, gate, up, gate_up, out);
+    swiglu_matvec(x, norm_w, eps, normed, gate, up, out, {});
+  }
+
+  // The decode [gate; up] product with its SwiGLU epilogue into out (the norm folded where
+  // folds_norm says, x read from the residual row's int8 hand-off where one is valid); with
+  // write.q, the SwiGLU row is also written there as Int8X.
+  void swiglu_matvec(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& normed, const Tensor& gate,
+                     const Tensor& up, Tensor out, const cuda::MatvecFusion::Int8X& write) {
     cuda::MatvecFusion f;
     f.out = cuda::MatvecFusion::Out::SwiGLU;
+    f.write_int8 = write;
     const Tensor gu_w[] = {gate, up};
     if (folds_norm(gu_w)) read_residual_int8(x, norm_w, gu_w, f);  // before norm_for_matvec's ops
     const Tensor* in = nullptr;
     const bool fold = norm_for_matvec(x, norm_w, eps, normed, gu_w, f, in);
-    if (!begin_op(fold ? "matvec (+norm, swiglu)" : "matvec (+swiglu)")) return;
+    const char* name = write.q ? (fold ? "matvec (+norm, swiglu, int8 out)" : "matvec (+swiglu, int8 out)")
+                               : (fold ? "matvec (+norm, swiglu)" : "matvec (+swiglu)");
+    if (!begin_op(name)) return;
     Tensor w = gate;
     w.rows += up.rows;  // [gate; up], adjacent in the weight arena
     matvec(*in, w, out, f);
@@ -671,7 +682,7 @@ class CudaBackend final : public Backend {
     if (x.rows == 1 && options_.fuse && follows(gate, up) && gate.rows == up.rows && down.cols == gate.rows &&
         cuda::matvec_int8_handoff(gate.type, down.type, gate.rows) &&
         cuda::matvec_int8_writer_keeps_launch(gate.type, 2 * gate.rows, gate.cols, cuda::MatvecFusion::Out::SwiGLU)) {
-      const size_t bytes = size_t(gate.rows) + sizeof(float) * size_t(gate.rows / 8);
+      const size_t bytes = int8x_bytes(gate.rows, false);
       if (may_allocate() && handoff_.ensure(bytes)) invalidate_graphs();
       if (handoff_.bytes() >= bytes) return ffn_decode_int8_handoff(x, norm_w, eps, gate, up, down, s, normed, act);
     }
@@ -903,19 +914,23 @@ class CudaBackend final : public Backend {
         !cuda::matvec_int8_handoff(w.type, GgmlType::Q4_0, x.cols) ||
         !cuda::matvec_int8_writer_keeps_launch(w.type, w.rows, w.cols, cuda::MatvecFusion::Out::Accumulate))
       return {};
-    const size_t bytes = residual_int8_bytes(x.cols);
+    const size_t bytes = int8x_bytes(x.cols, true);
     if (may_allocate() && residual_handoff_.ensure(bytes)) invalidate_graphs();
     return residual_handoff_.bytes() >= bytes ? next_norm_ : NextNorm{};
   }
-  static size_t residual_int8_bytes(int64_t n) { return size_t(n) + 2 * sizeof(float) * size_t(n / 8); }
-  cuda::MatvecFusion::Int8X residual_int8_view(int64_t n) const {
-    auto* q = residual_handoff_.as<int8_t>();
+  // An Int8X row of n elements in a buffer: the levels, then the n / 8 scales, then (with_ssq) the
+  // n / 8 sums of squares.
+  static size_t int8x_bytes(int64_t n, bool with_ssq) {
+    return size_t(n) + (with_ssq ? 2 : 1) * sizeof(float) * size_t(n / 8);
+  }
+  static cuda::MatvecFusion::Int8X int8x_view(const DeviceBuffer& buf, int64_t n, bool with_ssq) {
+    auto* q = buf.as<int8_t>();
     auto* d = reinterpret_cast<float*>(q + n);
-    return {q, d, d + n / 8};
+    return {q, d, with_ssq ? d + n / 8 : nullptr};
   }
   void write_residual_int8(const NextNorm& next, cuda::MatvecFusion& f) const {
     if (!next.x) return;
-    f.write_int8 = residual_int8_view(next.n);
+    f.write_int8 = int8x_view(residual_handoff_, next.n, true);
     f.write_norm_w = next.norm_w;
   }
   // Whether the one-row products of ws, with the norm of norm_w folded, can read x from the hand-off
@@ -925,7 +940,7 @@ class CudaBackend final : public Backend {
       return false;
     for (const Tensor& w : ws)
       if (!cuda::matvec_int8_handoff(GgmlType::Q4_0, w.type, x.cols)) return false;
-    f.read_int8 = residual_int8_view(x.cols);
+    f.read_int8 = int8x_view(residual_handoff_, x.cols, true);
     return true;
   }
 
@@ -934,21 +949,9 @@ class CudaBackend final : public Backend {
   // an element instead of each rounding the f32 row again. act still receives the f32 row.
   void ffn_decode_int8_handoff(Tensor x, const Tensor& norm_w, float eps, const Tensor& gate, const Tensor& up,
                                const Tensor& down, float s, const Tensor& normed, Tensor act) {
-    const cuda::MatvecFusion::Int8X handoff{handoff_.as<int8_t>(),
-                                            reinterpret_cast<float*>(handoff_.as<int8_t>() + gate.rows)};
+    const cuda::MatvecFusion::Int8X handoff = int8x_view(handoff_, gate.rows, false);
     const NextNorm next = residual_int8_writer(x, down);  // before any op begins
-    cuda::MatvecFusion f;
-    f.out = cuda::MatvecFusion::Out::SwiGLU;
-    f.write_int8 = handoff;
-    const Tensor gu_w[] = {gate, up};
-    if (folds_norm(gu_w)) read_residual_int8(x, norm_w, gu_w, f);
-    const Tensor* in = nullptr;
-    const bool fold = norm_for_matvec(x, norm_w, eps, normed, gu_w, f, in);
-    if (begin_op(fold ? "matvec (+norm, swiglu, int8 out)" : "matvec (+swiglu, int8 out)")) {
-      Tensor w = gate;
-      w.rows += up.rows;  // [gate; up], adjacent in the weight arena
-      matvec(*in, w, act, f);
-    }
+    swiglu_matvec(x, norm_w, eps, normed, gate, up, act, handoff);
     cuda::MatvecFusion g;
     g.out = cuda::MatvecFusion::Out::Accumulate;
     g.scale = s;

@@ -97,9 +97,9 @@ struct MatvecFusion {
   // rounds its own x per 32: a producer block owns 8 outputs). A 32-element block's four groups are
   // stored in lane order g0, g2, g1, g3 (32 bytes; scales likewise, 4 floats), so that the half a
   // lane takes (elements 8h..8h+7 and 16+8h..16+8h+7, int8_dot.cuh) is 16 contiguous bytes and
-  // its two scales one float2. Where matvec_int8_handoff says it applies:
-  // A row that a norm will precede holds norm_w ⊙ v in the groups and each group's Σv² in `ssq`
-  // (same order), from which the reader takes rms(v).
+  // its two scales one float2. A row that a norm will precede holds norm_w ⊙ v in the groups and
+  // each group's Σv² in `ssq` (same order), from which the reader takes rms(v). Where
+  // matvec_int8_handoff says it applies:
   struct Int8X {
     int8_t* q = nullptr;   // n elements (n a multiple of 32)
     float* d = nullptr;    // n / 8 scales
