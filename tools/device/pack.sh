@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Packs what a GPU-machine run needs into .device/ (see README.md).
-# Usage: tools/device/pack.sh [lfm2|dense|dense-llama|dense-qwen2|none]
+# Usage: tools/device/pack.sh [lfm2|dense|dense-llama|dense-qwen2|none]  (parts join with '+':
+#   lfm2+dense-llama packs both, ~50 MiB with the tracked tree and the three binaries)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 part=${1:-lfm2}
@@ -27,6 +28,7 @@ if [ -n "${CERA_PACK_OLD:-}" ]; then
 fi
 cp -L /lib/x86_64-linux-gnu/libpcre2-8.so.0 /lib/x86_64-linux-gnu/libutf8proc.so.2 .device/lib/
 cp ../shared/tools/device/*.py .device/tools/
+for part in ${part//+/ }; do
 case "$part" in
   lfm2)
     mkdir -p .device/fixtures/models/lfm2-tiny
@@ -57,7 +59,9 @@ case "$part" in
       xz -T2 -6 -c "$fx/models/$m/gguf/$m-BF16.gguf" > ".device/fixtures/models/$m/gguf/$m-BF16.gguf.xz"
     done ;;
   none) ;;
+  *) echo "pack.sh: unknown part '$part' (lfm2, dense, dense-llama, dense-qwen2, none)" >&2; exit 2 ;;
 esac
+done
 chmod -R u+w .device
 du -sh .device
 # A device call carries the tracked tree too, 64 MiB in all.
