@@ -7,6 +7,7 @@
 #endif
 
 #include "backend/cpu/kernels_internal.h"
+#include "backend/cpu/prefetch.h"
 #include "format/quant_blocks.h"
 
 namespace cera::cpu {
@@ -14,6 +15,9 @@ namespace cera::cpu {
 #if defined(__x86_64__) && defined(__AVX2__)
 namespace {
 
+using detail::kPrefetchMaxTokens;
+using detail::prefetch_lead;
+using detail::prefetch_lines;
 using quant::BlockQ2_K;
 using quant::BlockQ3_K;
 using quant::BlockQ4_0;
@@ -115,13 +119,19 @@ inline float load_w1(const uint8_t* row, int64_t k) {
 
 template <FloatKind K, int NW, int NX>
 void tile_float(const Args& a) {
+  constexpr size_t kElem = K == FloatKind::F32 ? 4 : 2;
+  const size_t lead = prefetch_lead(NW * a.wrb);
   __m256 acc[NW][NX];
   zero_tile(acc);
   int64_t k = 0;
   for (; k + 8 <= a.n; k += 8) {
     __m256 wv[NW];
+    const bool new_line = ((size_t(k) * kElem) & 63) == 0;  // a step reads 16 or 32 bytes
 #pragma GCC unroll 8
-    for (int i = 0; i < NW; ++i) wv[i] = load_w8<K>(a.w + size_t(i) * a.wrb, k);
+    for (int i = 0; i < NW; ++i) {
+      if (NX <= kPrefetchMaxTokens && new_line) __builtin_prefetch(a.w + size_t(i) * a.wrb + size_t(k) * kElem + lead);
+      wv[i] = load_w8<K>(a.w + size_t(i) * a.wrb, k);
+    }
 #pragma GCC unroll 8
     for (int j = 0; j < NX; ++j) {
       const __m256 xv = _mm256_loadu_ps(reinterpret_cast<const float*>(a.x + size_t(j) * a.xrb) + k);
@@ -143,6 +153,7 @@ void tile_float(const Args& a) {
 
 // Signed weight levels of one 32-element block.
 struct PolicyQ8_0 {
+  static constexpr size_t kBytes = sizeof(BlockQ8_0);
   static __m256i levels(const uint8_t* row, int64_t b) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>((reinterpret_cast<const BlockQ8_0*>(row) + b)->qs));
   }
@@ -150,6 +161,7 @@ struct PolicyQ8_0 {
 };
 
 struct PolicyQ4_0 {
+  static constexpr size_t kBytes = sizeof(BlockQ4_0);
   static __m256i levels(const uint8_t* row, int64_t b) {
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>((reinterpret_cast<const BlockQ4_0*>(row) + b)->qs));
     const __m256i both = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
@@ -177,6 +189,7 @@ inline __m256i nibbles(const uint8_t* qs) {
 }
 
 struct PolicyQ5_0 {
+  static constexpr size_t kBytes = sizeof(BlockQ5_0);
   static __m256i levels(const uint8_t* row, int64_t b) {
     const auto* blk = reinterpret_cast<const BlockQ5_0*>(row) + b;
     return _mm256_sub_epi8(_mm256_or_si256(nibbles(blk->qs), fifth_bits(blk->qh)), _mm256_set1_epi8(16));
@@ -192,12 +205,14 @@ void tile_q8_1(const Args& a) {
   __m256 acc[NW][NX];
   zero_tile(acc);
   const __m256i ones = _mm256_set1_epi16(1);
+  const size_t lead = prefetch_lead(NW * a.wrb);
   for (int64_t b = 0; b < nb; ++b) {
     __m256i wq[NW];
     float dw[NW], mw[NW];
 #pragma GCC unroll 8
     for (int i = 0; i < NW; ++i) {
       const auto* blk = reinterpret_cast<const Block*>(a.w + size_t(i) * a.wrb) + b;
+      if constexpr (NX <= kPrefetchMaxTokens) prefetch_lines<sizeof(Block)>(reinterpret_cast<const uint8_t*>(blk) + lead);
       wq[i] = nibbles(blk->qs);
       if constexpr (kFifthBit) wq[i] = _mm256_or_si256(wq[i], fifth_bits(blk->qh));
       dw[i] = _cvtsh_ss(blk->d);
@@ -226,11 +241,13 @@ void tile_q8_0(const Args& a) {
   __m256 acc[NW][NX];
   zero_tile(acc);
   const __m256i ones = _mm256_set1_epi16(1);
+  const size_t lead = prefetch_lead(NW * a.wrb);
   for (int64_t b = 0; b < nb; ++b) {
     __m256i aw[NW], wq[NW];
     float dw[NW];
 #pragma GCC unroll 8
     for (int i = 0; i < NW; ++i) {
+      if constexpr (NX <= kPrefetchMaxTokens) prefetch_lines<P::kBytes>(a.w + size_t(i) * a.wrb + size_t(b) * P::kBytes + lead);
       wq[i] = P::levels(a.w + size_t(i) * a.wrb, b);
       aw[i] = _mm256_sign_epi8(wq[i], wq[i]);  // |w| as u8
       dw[i] = _cvtsh_ss(P::d(a.w + size_t(i) * a.wrb, b));
@@ -372,6 +389,7 @@ void tile_kq(const Args& a) {
   const int64_t nb = a.n / 256;
   __m256 acc[NW][NX];
   zero_tile(acc);
+  const size_t lead = prefetch_lead(NW * a.wrb);
   for (int64_t b = 0; b < nb; ++b) {
     alignas(32) int16_t sc[NW][16];
     __m256i extra[NW];
@@ -380,6 +398,8 @@ void tile_kq(const Args& a) {
 #pragma GCC unroll 8
     for (int i = 0; i < NW; ++i) {
       blk[i] = reinterpret_cast<const Block*>(a.w + size_t(i) * a.wrb) + b;
+      if constexpr (NX <= kPrefetchMaxTokens)
+        prefetch_lines<sizeof(Block)>(reinterpret_cast<const uint8_t*>(blk[i]) + lead);
       K::prep(blk[i], sc[i], extra[i], dw[i], dmw[i]);
     }
     __m256i isum[NW][NX];

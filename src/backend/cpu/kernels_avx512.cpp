@@ -14,6 +14,7 @@
 #endif
 
 #include "backend/cpu/kernels_internal.h"
+#include "backend/cpu/prefetch.h"
 #include "format/quant_blocks.h"
 
 namespace cera::cpu {
@@ -21,6 +22,8 @@ namespace cera::cpu {
 #if defined(__x86_64__) && defined(__AVX512F__)
 namespace {
 
+using detail::prefetch_lead;
+using detail::prefetch_lines;
 using quant::BlockQ2_K;
 using quant::BlockQ3_K;
 using quant::BlockQ4_0;
@@ -104,13 +107,19 @@ inline __m512 load_w16_masked(const uint8_t* row, int64_t k, __mmask16 m) {
 
 template <FloatKind K, int NW, int NX>
 void tile_float(const Args& a) {
+  constexpr size_t kElem = K == FloatKind::F32 ? 4 : 2;  // a step reads 16 elements, at most a line
+  constexpr bool kPrefetch = NX <= detail::kPrefetchMaxTokens;
+  const size_t lead = prefetch_lead(NW * a.wrb);
   __m512 acc[NW][NX];
   zero_tile(acc);
   int64_t k = 0;
   for (; k + 16 <= a.n; k += 16) {
     __m512 wv[NW];
 #pragma GCC unroll 8
-    for (int i = 0; i < NW; ++i) wv[i] = load_w16<K>(a.w + size_t(i) * a.wrb, k);
+    for (int i = 0; i < NW; ++i) {
+      if constexpr (kPrefetch) __builtin_prefetch(a.w + size_t(i) * a.wrb + size_t(k) * kElem + lead);
+      wv[i] = load_w16<K>(a.w + size_t(i) * a.wrb, k);
+    }
 #pragma GCC unroll 8
     for (int j = 0; j < NX; ++j) {
       const __m512 xv = _mm512_loadu_ps(reinterpret_cast<const float*>(a.x + size_t(j) * a.xrb) + k);
@@ -305,6 +314,7 @@ inline void transpose_reduce16(const __m512i (&d)[16], __m512i& lo, __m512i& hi)
 template <class P, size_t BB>
 void rows16_x1(const Args& a, int nrows, const uint8_t* xrow, float* out) {
   const int64_t nb = a.n / 32;
+  const size_t lead = prefetch_lead(16 * a.wrb);  // the next group of 16 rows starts 16 rows on
   __m512 acc = _mm512_setzero_ps();
   const __m512i off = _mm512_set1_epi8(char(P::kOffset));
   const auto* xb = reinterpret_cast<const BlockQ8_0*>(xrow);
@@ -318,7 +328,7 @@ void rows16_x1(const Args& a, int nrows, const uint8_t* xrow, float* out) {
     for (int r = 0; r < 16; ++r) {
       if (r < nrows) {
         const uint8_t* row = a.w + size_t(r) * a.wrb;
-        __builtin_prefetch(row + size_t(b) * BB + 512);
+        prefetch_lines<2 * BB>(row + size_t(b) * BB + lead);
         d[r] = _mm512_dpbusd_epi32(neg, P::levels(row, b, two), xq);
       } else {
         d[r] = _mm512_setzero_si512();
@@ -540,6 +550,7 @@ void tile_q45_k(const Args& a) {
   const __m512i nib_shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
   const __m512i qh_shift = _mm512_set_epi64(1, 1, 1, 1, 0, 0, 0, 0);  // high half: the odd sub-block's bit
   const __m512i one = _mm512_set1_epi8(1);
+  const size_t lead = prefetch_lead(NW * a.wrb);
   for (int64_t b = 0; b < nb; ++b) {
     __m512i scv[NW][4];
     __m512i mins[NW];
@@ -547,6 +558,8 @@ void tile_q45_k(const Args& a) {
 #pragma GCC unroll 8
     for (int i = 0; i < NW; ++i) {
       const auto* blk = reinterpret_cast<const Block*>(a.w + size_t(i) * a.wrb) + b;
+      if constexpr (NX <= detail::kPrefetchMaxTokens)
+        prefetch_lines<sizeof(Block)>(reinterpret_cast<const uint8_t*>(blk) + lead);
       const __m512i sm = _mm512_zextsi256_si512(q4k_scales_mins(blk->scales));
 #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
@@ -617,6 +630,7 @@ void tile_q6_k(const Args& a) {
   const __m512i m30 = _mm512_set1_epi8(0x30);
   const __m512i shl_lo = _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4);  // qh bits 0-1 | 2-3 -> bits 4-5
   const __m512i shr_hi = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0);  // qh bits 4-5 | 6-7 -> bits 4-5
+  const size_t lead = prefetch_lead(NW * a.wrb);
   for (int64_t b = 0; b < nb; ++b) {
     __m512i scv[NW][4];
     __m512i corr[NW];
@@ -624,6 +638,8 @@ void tile_q6_k(const Args& a) {
 #pragma GCC unroll 8
     for (int i = 0; i < NW; ++i) {
       const auto* blk = reinterpret_cast<const BlockQ6_K*>(a.w + size_t(i) * a.wrb) + b;
+      if constexpr (NX <= detail::kPrefetchMaxTokens)
+        prefetch_lines<sizeof(BlockQ6_K)>(reinterpret_cast<const uint8_t*>(blk) + lead);
       const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->scales)));
       const __m512i s = _mm512_zextsi256_si512(s16);
 #pragma GCC unroll 4
@@ -712,6 +728,7 @@ void tile_q23_k(const Args& a) {
   zero_tile(acc);
   const __m512i m3 = _mm512_set1_epi8(3);
   const __m512i m1 = _mm512_set1_epi8(1);
+  const size_t lead = prefetch_lead(NW * a.wrb);
   for (int64_t b = 0; b < nb; ++b) {
     __m512i scv[NW][4];
     __m512i extra[NW];  // Q3_K: -4·scale per bsum; Q2_K: the minimums per bsum
@@ -719,6 +736,8 @@ void tile_q23_k(const Args& a) {
 #pragma GCC unroll 8
     for (int i = 0; i < NW; ++i) {
       const auto* blk = reinterpret_cast<const Block*>(a.w + size_t(i) * a.wrb) + b;
+      if constexpr (NX <= detail::kPrefetchMaxTokens)
+        prefetch_lines<sizeof(Block)>(reinterpret_cast<const uint8_t*>(blk) + lead);
       __m256i s16;
       if constexpr (kQ3) {
         s16 = q3k_scales(blk->scales);

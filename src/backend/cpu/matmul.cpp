@@ -3,12 +3,13 @@
 // x is converted once to the kernels' activation format (f32 or Q8 blocks); then threads take
 // chunks of weight rows and, inside a chunk, walk tiles of max_nw weight rows × max_nx tokens, so a
 // weight block loaded into registers serves several tokens (prefill) while decode (T = 1) streams
-// each weight row exactly once.
+// each weight row exactly once, in long chunks the kernels prefetch ahead of.
 #include <algorithm>
 #include <vector>
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/ops.h"
+#include "backend/cpu/prefetch.h"
 #include "cera/error.h"
 
 namespace cera::cpu {
@@ -56,7 +57,16 @@ void matmul(ThreadPool& pool, const Tensor& x, std::span<const Tensor> ws, std::
   for (size_t i = 0; i < ws.size(); ++i) row_start[i + 1] = row_start[i] + ws[i].rows;
   const int64_t total_rows = row_start.back();
   const int64_t T = x.rows;
-  int64_t grain = T == 1 ? 16 : 32;
+  // A step of a few tokens reads each weight about once: a thread's rows should then be one long
+  // stream, which the kernels prefetch ahead of (prefetch.h), yet a slow thread (a loaded machine,
+  // an efficiency core) must not hold the others back: 4 contiguous chunks per thread, handed out
+  // dynamically. (Dev machine, 2 threads, LFM2-350M, against chunks of 16 rows and no prefetch:
+  // tg128 Q4_K_M 57 -> ~100 t/s, 4 sequences 164 -> ~250; docs/BENCHMARKS.md.) Prefill takes 32-row
+  // chunks: it reuses each weight over many tokens.
+  const int64_t kChunksPerThread = 4;
+  int64_t grain = 32;
+  if (T <= detail::kPrefetchMaxTokens)
+    grain = std::max<int64_t>(16, (total_rows + kChunksPerThread * pool.size() - 1) / (kChunksPerThread * pool.size()));
   grain = std::max<int64_t>(grain, int64_t(kernels[0]->max_nw));
   grain -= grain % kernels[0]->max_nw;
 
