@@ -32,45 +32,64 @@ TEST(OpsSimd, SiluMulMatchesReference) {
   }
 }
 
-TEST(OpsSimd, AttentionRowMatchesReference) {
+// Runs of 1-4 q heads of one KV head: each head against a float64 reference, and bit for bit the
+// same whatever run it is computed in (a key's loads are shared, not its arithmetic).
+TEST(OpsSimd, AttentionRowsMatchReferenceWhateverTheRun) {
   if (!simd_available()) GTEST_SKIP() << "no AVX-512";
   std::mt19937 rng(4);
   std::normal_distribution<float> dist(0.0f, 1.0f);
+  constexpr int32_t kHeads = detail::kMaxAttentionHeads;
   for (int32_t head_dim : {64, 40, 128}) {
     const int32_t bs = 16, n_kv_heads = 2, kv_dim = n_kv_heads * head_dim, n_blocks = 6;
     std::vector<float> kv(size_t(n_blocks) * 2 * bs * kv_dim);
     for (auto& v : kv) v = 3.0f * dist(rng);
     const std::vector<int32_t> blocks = {4, 1, 5, 0, 2, 3};
-    std::vector<float> q(static_cast<size_t>(head_dim));
+    std::vector<float> q(size_t(kHeads) * size_t(head_dim));  // kHeads q heads of one KV head, one after another
     for (auto& v : q) v = dist(rng);
     for (int32_t n_keys : {1, 7, 16, 17, 90}) {
       for (int32_t kvh = 0; kvh < n_kv_heads; ++kvh) {
-        std::vector<float> scores(static_cast<size_t>(n_keys)), out(static_cast<size_t>(head_dim) + 1, -7.0f);
         const float scale = 1.0f / std::sqrt(float(head_dim));
-        detail::attention_row_avx512({q.data(), kv.data(), blocks.data(), bs, kv_dim, kvh * head_dim, head_dim, n_keys,
-                                      scale, scores.data(), out.data()});
-        std::vector<double> s(static_cast<size_t>(n_keys));
-        double m = -1e300, l = 0;
+        auto run = [&](int32_t h0, int32_t nh) {  // heads [h0, h0 + nh) as one run; one float past them
+          std::vector<float> scores(size_t(nh) * size_t(n_keys)), out(size_t(nh) * size_t(head_dim) + 1, -7.0f);
+          detail::attention_rows_avx512({q.data() + h0 * head_dim, kv.data(), blocks.data(), bs, kv_dim, kvh * head_dim,
+                                         head_dim, n_keys, scale, scores.data(), out.data(), nh});
+          EXPECT_EQ(out.back(), -7.0f) << "wrote past the run";
+          out.pop_back();
+          return out;
+        };
         auto at = [&](int32_t pos, bool v) {
           return kv.data() + (size_t(blocks[size_t(pos / bs)]) * 2 * bs + (v ? bs : 0) + pos % bs) * kv_dim +
                  kvh * head_dim;
         };
-        for (int32_t p = 0; p < n_keys; ++p) {
-          double d = 0;
-          for (int32_t i = 0; i < head_dim; ++i) d += double(q[size_t(i)]) * at(p, false)[i];
-          s[size_t(p)] = d * scale;
-          m = std::max(m, s[size_t(p)]);
-        }
-        for (auto& v : s) l += (v = std::exp(v - m));
-        for (int32_t i = 0; i < head_dim; ++i) {
-          double want = 0, mag = 0;
+        const std::vector<float> all = run(0, kHeads);
+        for (int32_t h = 0; h < kHeads; ++h) {
+          const float* qh = q.data() + h * head_dim;
+          std::vector<double> s(static_cast<size_t>(n_keys));
+          double m = -1e300, l = 0;
           for (int32_t p = 0; p < n_keys; ++p) {
-            want += s[size_t(p)] * at(p, true)[i];
-            mag += s[size_t(p)] * std::fabs(at(p, true)[i]);
+            double d = 0;
+            for (int32_t i = 0; i < head_dim; ++i) d += double(qh[i]) * at(p, false)[i];
+            s[size_t(p)] = d * scale;
+            m = std::max(m, s[size_t(p)]);
           }
-          EXPECT_NEAR(out[size_t(i)], want / l, 2e-6 * mag / l) << "d=" << head_dim << " keys=" << n_keys << " i=" << i;
+          for (auto& v : s) l += (v = std::exp(v - m));
+          const std::vector<float> alone = run(h, 1);
+          for (int32_t i = 0; i < head_dim; ++i) {
+            double want = 0, mag = 0;
+            for (int32_t p = 0; p < n_keys; ++p) {
+              want += s[size_t(p)] * at(p, true)[i];
+              mag += s[size_t(p)] * std::fabs(at(p, true)[i]);
+            }
+            const float got = all[size_t(h * head_dim + i)];
+            EXPECT_NEAR(got, want / l, 2e-6 * mag / l) << "d=" << head_dim << " keys=" << n_keys << " head " << h;
+            EXPECT_EQ(got, alone[size_t(i)]) << "d=" << head_dim << " keys=" << n_keys << " head " << h << " i=" << i;
+          }
         }
-        EXPECT_EQ(out[size_t(head_dim)], -7.0f) << "wrote past the head";
+        // Runs of 2 and 3 give each head the bits of the run of kHeads.
+        for (int32_t nh : {2, 3}) {
+          const std::vector<float> part = run(1, nh);
+          for (size_t i = 0; i < part.size(); ++i) EXPECT_EQ(part[i], all[size_t(head_dim) + i]) << nh;
+        }
       }
     }
   }

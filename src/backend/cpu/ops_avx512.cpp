@@ -1,4 +1,5 @@
-// AVX-512 versions of the non-matmul hot loops: one attention row (token × head) and SiLU·up.
+// AVX-512 versions of the non-matmul hot loops: one token's attention for the q heads of a KV head,
+// and SiLU·up.
 // After the int8 prefill kernels, the scalar attention loop and libm expf were ~38% of a Q4_0 pp512.
 // Same ODR rules as kernels_avx512.cpp: anonymous namespace, intrinsics only, plain exports.
 #if defined(__x86_64__) && defined(__AVX512F__)
@@ -37,47 +38,80 @@ inline __mmask16 tail_mask(int64_t left) { return left >= 16 ? __mmask16(0xFFFF)
 
 bool have_avx512_ops() { return true; }
 
-void attention_row_avx512(const AttentionRow& a) {
-  const int32_t d = a.head_dim;
-  const float* q = a.q;
-  // 1. scores and their max
-  float m = -__builtin_inff();
-  for (int32_t pos = 0; pos < a.n_keys; ++pos) {
+namespace {
+
+template <int NH>
+void attention_rows(const AttentionRows& a) {
+  const int32_t d = a.head_dim, n = a.n_keys;
+  // 1. scores and their max, each key's row loaded once for the NH heads
+  float m[NH];
+  for (int g = 0; g < NH; ++g) m[g] = -__builtin_inff();
+  for (int32_t pos = 0; pos < n; ++pos) {
     const int32_t blk = a.blocks[pos / a.block_size], slot = pos % a.block_size;
     const float* k = a.kv_base + (size_t(blk) * 2 * a.block_size + slot) * a.kv_dim + a.head_offset;
-    __m512 s = _mm512_setzero_ps();
+    __m512 s[NH];
+    for (int g = 0; g < NH; ++g) s[g] = _mm512_setzero_ps();
     for (int32_t i = 0; i < d; i += 16) {
       const __mmask16 mk = tail_mask(d - i);
-      s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, q + i), _mm512_maskz_loadu_ps(mk, k + i), s);
+      const __m512 kv = _mm512_maskz_loadu_ps(mk, k + i);
+#pragma GCC unroll 4
+      for (int g = 0; g < NH; ++g) s[g] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, a.q + g * d + i), kv, s[g]);
     }
-    const float sc = _mm512_reduce_add_ps(s) * a.scale;
-    a.scores[pos] = sc;
-    m = sc > m ? sc : m;
+    for (int g = 0; g < NH; ++g) {
+      const float sc = _mm512_reduce_add_ps(s[g]) * a.scale;
+      a.scores[size_t(g) * n + pos] = sc;
+      m[g] = sc > m[g] ? sc : m[g];
+    }
   }
-  // 2. e = exp(s - m), l = Σe
-  __m512 lv = _mm512_setzero_ps();
-  const __m512 mv = _mm512_set1_ps(m);
-  for (int32_t pos = 0; pos < a.n_keys; pos += 16) {
-    const __mmask16 mk = tail_mask(a.n_keys - pos);
-    const __m512 e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, a.scores + pos), mv));
-    _mm512_mask_storeu_ps(a.scores + pos, mk, e);
-    lv = _mm512_add_ps(lv, _mm512_maskz_mov_ps(mk, e));
+  // 2. e = exp(s - m), l = Σe, per head
+  __m512 inv[NH];
+  for (int g = 0; g < NH; ++g) {
+    float* sg = a.scores + size_t(g) * n;
+    __m512 lv = _mm512_setzero_ps();
+    const __m512 mv = _mm512_set1_ps(m[g]);
+    for (int32_t pos = 0; pos < n; pos += 16) {
+      const __mmask16 mk = tail_mask(n - pos);
+      const __m512 e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, sg + pos), mv));
+      _mm512_mask_storeu_ps(sg + pos, mk, e);
+      lv = _mm512_add_ps(lv, _mm512_maskz_mov_ps(mk, e));
+    }
+    inv[g] = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(lv));
   }
-  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(lv));
-  // 3. out = Σ e·v / l, 64 dims at a time in registers
+  // 3. out = Σ e·v / l, 64 dims at a time in registers, each value row loaded once for the NH heads
   for (int32_t c0 = 0; c0 < d; c0 += 64) {
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    __m512 acc[NH][4];
+    for (int g = 0; g < NH; ++g)
+      for (int u = 0; u < 4; ++u) acc[g][u] = _mm512_setzero_ps();
     __mmask16 mk[4];
     for (int u = 0; u < 4; ++u) mk[u] = c0 + 16 * u < d ? tail_mask(d - c0 - 16 * u) : __mmask16(0);
-    for (int32_t pos = 0; pos < a.n_keys; ++pos) {
+    for (int32_t pos = 0; pos < n; ++pos) {
       const int32_t blk = a.blocks[pos / a.block_size], slot = pos % a.block_size;
       const float* v =
           a.kv_base + (size_t(blk) * 2 * a.block_size + a.block_size + slot) * a.kv_dim + a.head_offset + c0;
-      const __m512 e = _mm512_set1_ps(a.scores[pos]);
+      __m512 vv[4];
 #pragma GCC unroll 4
-      for (int u = 0; u < 4; ++u) acc[u] = _mm512_fmadd_ps(e, _mm512_maskz_loadu_ps(mk[u], v + 16 * u), acc[u]);
+      for (int u = 0; u < 4; ++u) vv[u] = _mm512_maskz_loadu_ps(mk[u], v + 16 * u);
+#pragma GCC unroll 4
+      for (int g = 0; g < NH; ++g) {
+        const __m512 e = _mm512_set1_ps(a.scores[size_t(g) * n + pos]);
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; ++u) acc[g][u] = _mm512_fmadd_ps(e, vv[u], acc[g][u]);
+      }
     }
-    for (int u = 0; u < 4; ++u) _mm512_mask_storeu_ps(a.out + c0 + 16 * u, mk[u], _mm512_mul_ps(acc[u], inv));
+    for (int g = 0; g < NH; ++g)
+      for (int u = 0; u < 4; ++u)
+        _mm512_mask_storeu_ps(a.out + g * d + c0 + 16 * u, mk[u], _mm512_mul_ps(acc[g][u], inv[g]));
+  }
+}
+
+}  // namespace
+
+void attention_rows_avx512(const AttentionRows& a) {
+  switch (a.n_heads) {
+    case 1: attention_rows<1>(a); break;
+    case 2: attention_rows<2>(a); break;
+    case 3: attention_rows<3>(a); break;
+    default: attention_rows<4>(a); break;
   }
 }
 
@@ -93,7 +127,7 @@ void silu_mul_avx512(const float* gate, const float* up, float* out, int64_t n) 
 
 #else
 bool have_avx512_ops() { return false; }
-void attention_row_avx512(const AttentionRow&) {}
+void attention_rows_avx512(const AttentionRows&) {}
 void silu_mul_avx512(const float*, const float*, float*, int64_t) {}
 #endif
 

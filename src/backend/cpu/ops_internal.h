@@ -7,10 +7,14 @@
 
 namespace cera::cpu::detail {
 
-// One (token, head) of causal attention over the paged cache: keys/values at positions
-// [0, n_keys), position p in block blocks[p / block_size], slot p % block_size; K of a block is
-// [block_size][kv_dim] floats, V follows it. scores: scratch of n_keys floats.
-struct AttentionRow {
+// Up to kMaxAttentionHeads q heads of one KV head, for one token, of causal attention over the paged
+// cache: keys/values at positions [0, n_keys), position p in block blocks[p / block_size], slot
+// p % block_size; K of a block is [block_size][kv_dim] floats, V follows it. The heads' q (and
+// their outputs) are head_dim apart from q (out). Each key is loaded once for all the heads; each
+// head's arithmetic is the same as alone, so its output does not depend on n_heads.
+// scores: scratch of n_heads × n_keys floats.
+inline constexpr int32_t kMaxAttentionHeads = 4;
+struct AttentionRows {
   const float* q;
   const float* kv_base;
   const int32_t* blocks;
@@ -18,10 +22,11 @@ struct AttentionRow {
   float scale;
   float* scores;
   float* out;
+  int32_t n_heads = 1;
 };
 
 bool have_avx512_ops();  // false if this build has no AVX-512 code
-void attention_row_avx512(const AttentionRow& a);
+void attention_rows_avx512(const AttentionRows& a);
 void silu_mul_avx512(const float* gate, const float* up, float* out, int64_t n);
 
 }  // namespace cera::cpu::detail
