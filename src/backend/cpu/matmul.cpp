@@ -61,7 +61,7 @@ void matmul(ThreadPool& pool, const Tensor& x, std::span<const Tensor> ws, std::
   // stream, which the kernels prefetch ahead of (prefetch.h), yet a slow thread (a loaded machine,
   // an efficiency core) must not hold the others back: 4 contiguous chunks per thread, handed out
   // dynamically. (Dev machine, 2 threads, LFM2-350M, against chunks of 16 rows and no prefetch:
-  // tg128 Q4_K_M 57 -> ~100 t/s, 4 sequences 164 -> ~250; docs/BENCHMARKS.md.) Prefill takes 32-row
+  // tg128 Q4_K_M 57 -> ~100 t/s, 4 sequences 159 -> 263; docs/BENCHMARKS.md.) Prefill takes 32-row
   // chunks: it reuses each weight over many tokens.
   const int64_t kChunksPerThread = 4;
   int64_t grain = 32;
