@@ -67,7 +67,7 @@ TEST(KvRoundToF16, ShiftedKeysAreRoundedAfterTheirRotation) {
   const int32_t bs = 4, d = 16, n_pos = 10, delta = 3, keep = 2;
   const std::vector<int32_t> blocks = {2, 0, 1};
   std::vector<float> memory(size_t(3) * 2 * bs * d);
-  cpu::KvLayerView kv{memory.data(), bs, d, true};
+  cpu::KvLayerView kv{memory.data(), bs, d, d, true};  // one KV head
   std::mt19937 rng(5);
   std::normal_distribution<float> dist;
   for (auto& x : memory) x = nearest_f16(dist(rng));  // as an f16 cache holds them
@@ -77,7 +77,7 @@ TEST(KvRoundToF16, ShiftedKeysAreRoundedAfterTheirRotation) {
   AttentionParams attn{1, 1, d, 1.f};
   std::vector<float> expect_k;  // the moved keys rotated in f32, before rounding
   for (int32_t p = keep + delta; p < n_pos; ++p) {
-    std::vector<float> k(kv.k(blocks[size_t(p / bs)], p % bs), kv.k(blocks[size_t(p / bs)], p % bs) + d);
+    std::vector<float> k(kv.k(blocks[size_t(p / bs)], p % bs, 0), kv.k(blocks[size_t(p / bs)], p % bs, 0) + d);
     std::vector<double> inv(size_t(d / 2));
     std::vector<float> c(inv.size()), s(inv.size());
     cpu::rope_inv_freq(rope, inv.data());
@@ -88,7 +88,7 @@ TEST(KvRoundToF16, ShiftedKeysAreRoundedAfterTheirRotation) {
   cpu::shift_kv(kv, blocks, keep + delta, n_pos - keep - delta, delta, attn, &rope);
   for (int32_t p = keep; p < n_pos - delta; ++p)
     for (int32_t i = 0; i < d; ++i) {
-      const float x = kv.k(blocks[size_t(p / bs)], p % bs)[i];
+      const float x = kv.k(blocks[size_t(p / bs)], p % bs, 0)[i];
       EXPECT_EQ(x, nearest_f16(expect_k[size_t((p - keep) * d + i)])) << "position " << p << " elem " << i;
     }
 }

@@ -24,7 +24,7 @@ TEST_P(KvShift, KeysEqualRopeAtTheirNewPositionAndValuesMove) {
   const int32_t bs = 4, n_head_kv = 2, d = 8, kv_dim = n_head_kv * d, n_pos = 23;
   const std::vector<int32_t> blocks = {5, 1, 3, 0, 2, 4};  // deliberately not in order
   std::vector<float> memory(size_t(6) * 2 * bs * kv_dim);
-  KvLayerView kv{memory.data(), bs, kv_dim};
+  KvLayerView kv{memory.data(), bs, kv_dim, d};
   RopeParams rope;
   rope.n_rot = d;
   rope.neox = GetParam();
@@ -40,10 +40,12 @@ TEST_P(KvShift, KeysEqualRopeAtTheirNewPositionAndValuesMove) {
   for (int32_t p = 0; p < n_pos; ++p) {
     for (auto& x : raw_k[p]) x = dist(rng);
     for (auto& x : raw_v[p]) x = dist(rng);
-    float* k = kv.k(blocks[p / bs], p % bs);
-    std::copy(raw_k[p].begin(), raw_k[p].end(), k);
-    for (int32_t h = 0; h < n_head_kv; ++h) rope_at(k + h * d, rope, p);
-    std::copy(raw_v[p].begin(), raw_v[p].end(), kv.v(blocks[p / bs], p % bs));
+    for (int32_t h = 0; h < n_head_kv; ++h) {
+      float* k = kv.k(blocks[p / bs], p % bs, h);
+      std::copy_n(raw_k[p].begin() + h * d, d, k);
+      rope_at(k, rope, p);
+      std::copy_n(raw_v[p].begin() + h * d, d, kv.v(blocks[p / bs], p % bs, h));
+    }
   }
   const int32_t n_keep = 3, delta = 7;
   shift_kv(kv, blocks, n_keep + delta, n_pos - n_keep - delta, delta, attn, &rope);
@@ -52,11 +54,10 @@ TEST_P(KvShift, KeysEqualRopeAtTheirNewPositionAndValuesMove) {
     const int32_t source = p < n_keep ? p : p + delta;  // the token now at p
     std::vector<float> expect = raw_k[source];
     for (int32_t h = 0; h < n_head_kv; ++h) rope_at(expect.data() + h * d, rope, p);
-    const float* k = kv.k(blocks[p / bs], p % bs);
-    const float* v = kv.v(blocks[p / bs], p % bs);
     for (int32_t i = 0; i < kv_dim; ++i) {
-      EXPECT_NEAR(k[i], expect[i], 2e-5f) << "position " << p << " elem " << i;
-      EXPECT_EQ(v[i], raw_v[source][i]) << "position " << p;
+      const float k = kv.k(blocks[p / bs], p % bs, i / d)[i % d], v = kv.v(blocks[p / bs], p % bs, i / d)[i % d];
+      EXPECT_NEAR(k, expect[i], 2e-5f) << "position " << p << " elem " << i;
+      EXPECT_EQ(v, raw_v[source][i]) << "position " << p;
     }
   }
 }

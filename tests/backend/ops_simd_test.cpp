@@ -51,15 +51,15 @@ TEST(OpsSimd, AttentionRowsMatchReferenceWhateverTheRun) {
         const float scale = 1.0f / std::sqrt(float(head_dim));
         auto run = [&](int32_t h0, int32_t nh) {  // heads [h0, h0 + nh) as one run; one float past them
           std::vector<float> scores(size_t(nh) * size_t(n_keys)), out(size_t(nh) * size_t(head_dim) + 1, -7.0f);
-          detail::attention_rows_avx512({q.data() + h0 * head_dim, kv.data(), blocks.data(), bs, kv_dim, kvh * head_dim,
-                                         head_dim, n_keys, scale, scores.data(), out.data(), nh});
+          detail::attention_rows_avx512({q.data() + h0 * head_dim, kv.data(), blocks.data(), bs, kv_dim,
+                                         kvh * bs * head_dim, head_dim, n_keys, scale, scores.data(), out.data(), nh});
           EXPECT_EQ(out.back(), -7.0f) << "wrote past the run";
           out.pop_back();
           return out;
         };
-        auto at = [&](int32_t pos, bool v) {
-          return kv.data() + (size_t(blocks[size_t(pos / bs)]) * 2 * bs + (v ? bs : 0) + pos % bs) * kv_dim +
-                 kvh * head_dim;
+        auto at = [&](int32_t pos, bool v) {  // KvLayerView's layout: [K|V][KV head][slot][head_dim] a block
+          return kv.data() + (size_t(blocks[size_t(pos / bs)]) * 2 + (v ? 1 : 0)) * bs * kv_dim +
+                 (size_t(kvh) * bs + pos % bs) * head_dim;
         };
         const std::vector<float> all = run(0, kHeads);
         for (int32_t h = 0; h < kHeads; ++h) {

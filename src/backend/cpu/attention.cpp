@@ -31,11 +31,15 @@ void attention(ThreadPool& pool, const KvLayerView& kv, std::span<const StepSequ
     for (int32_t t = 0; t < s.n_tokens; ++t) {
       const int32_t pos = s.n_past + t;
       const int32_t block = s.kv_blocks[pos / bs];
-      std::memcpy(kv.k(block, pos % bs), k.row(s.first_token + t), sizeof(float) * kv.kv_dim);
-      std::memcpy(kv.v(block, pos % bs), v.row(s.first_token + t), sizeof(float) * kv.kv_dim);
-      if (kv.round_to_f16) {
-        round_to_f16(kv.k(block, pos % bs), kv.kv_dim);
-        round_to_f16(kv.v(block, pos % bs), kv.kv_dim);
+      for (int32_t h = 0; h < p.n_head_kv; ++h) {
+        float* kd = kv.k(block, pos % bs, h);
+        float* vd = kv.v(block, pos % bs, h);
+        std::memcpy(kd, k.row(s.first_token + t) + h * d, sizeof(float) * d);
+        std::memcpy(vd, v.row(s.first_token + t) + h * d, sizeof(float) * d);
+        if (kv.round_to_f16) {
+          round_to_f16(kd, d);
+          round_to_f16(vd, d);
+        }
       }
     }
   }
@@ -70,8 +74,8 @@ void attention(ThreadPool& pool, const KvLayerView& kv, std::span<const StepSequ
       const int32_t n_keys = s.n_past + it.token + 1;  // causal: keys at positions <= own
       if (simd) {  // two-pass softmax, vectorised (a token's result still depends only on its own keys)
         scores.resize(size_t(nh) * size_t(n_keys));
-        detail::attention_rows_avx512({q.row(row) + h0 * d, kv.base, s.kv_blocks.data(), bs, kv.kv_dim, kvh * d, d,
-                                       n_keys, p.scale, scores.data(), out.row(row) + h0 * d, nh});
+        detail::attention_rows_avx512({q.row(row) + h0 * d, kv.base, s.kv_blocks.data(), bs, kv.kv_dim, kvh * bs * d,
+                                       d, n_keys, p.scale, scores.data(), out.row(row) + h0 * d, nh});
         continue;
       }
       for (int32_t h = h0; h < h0 + nh; ++h) {
@@ -80,8 +84,8 @@ void attention(ThreadPool& pool, const KvLayerView& kv, std::span<const StepSequ
         std::fill(acc.begin(), acc.end(), 0.f);
         for (int32_t pos = 0; pos < n_keys; ++pos) {
           const int32_t block = s.kv_blocks[pos / bs];
-          const float* kp = kv.k(block, pos % bs) + kvh * d;
-          const float* vp = kv.v(block, pos % bs) + kvh * d;
+          const float* kp = kv.k(block, pos % bs, kvh);
+          const float* vp = kv.v(block, pos % bs, kvh);
           const float score = dot(qh, kp, d) * p.scale;
           if (score > m) {
             const float correction = std::exp(m - score);

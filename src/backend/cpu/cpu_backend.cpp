@@ -72,7 +72,7 @@ class CpuBackend final : public Backend {
   void copy_kv_block(int32_t src, int32_t dst) override {
     const size_t block = size_t(2) * layout_.kv_block_size * layout_.kv_dim;
     for (int32_t l = 0; l < layout_.n_attention_layers; ++l) {
-      float* base = kv_layer(l).base;
+      float* base = kv_base(l);
       std::copy_n(base + size_t(src) * block, block, base + size_t(dst) * block);
     }
   }
@@ -221,12 +221,12 @@ class CpuBackend final : public Backend {
 
   void shift_kv(int32_t kv_layer_index, std::span<const int32_t> blocks, int32_t first, int32_t count, int32_t delta,
                 const AttentionParams& attn, const RopeParams* rope) override {
-    cpu::shift_kv(kv_layer(kv_layer_index), blocks, first, count, delta, attn, rope);
+    cpu::shift_kv(kv_layer(kv_layer_index, attn.head_dim), blocks, first, count, delta, attn, rope);
   }
 
   void attention(int32_t kv_layer_index, const Tensor& q, const Tensor& k, const Tensor& v, Tensor out,
                  const AttentionParams& params) override {
-    cpu::attention(pool_, kv_layer(kv_layer_index), seqs_, q, k, v, out, params);
+    cpu::attention(pool_, kv_layer(kv_layer_index, params.head_dim), seqs_, q, k, v, out, params);
   }
 
   void short_conv(int32_t conv_layer_index, const Tensor& bcx, const Tensor& w, Tensor out) override {
@@ -239,11 +239,13 @@ class CpuBackend final : public Backend {
   }
 
  private:
-  cpu::KvLayerView kv_layer(int32_t l) {
+  float* kv_base(int32_t l) { return kv_.data() + size_t(l) * layout_.n_kv_blocks * 2 * layout_.kv_block_size * layout_.kv_dim; }
+  cpu::KvLayerView kv_layer(int32_t l, int32_t head_dim) {
     cpu::KvLayerView v;
     v.block_size = layout_.kv_block_size;
     v.kv_dim = layout_.kv_dim;
-    v.base = kv_.data() + size_t(l) * layout_.n_kv_blocks * 2 * layout_.kv_block_size * layout_.kv_dim;
+    v.head_dim = head_dim;
+    v.base = kv_base(l);
     v.round_to_f16 = round_kv_to_f16_;
     return v;
   }

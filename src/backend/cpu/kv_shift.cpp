@@ -23,13 +23,14 @@ void shift_kv(const KvLayerView& kv, std::span<const int32_t> blocks, int32_t fi
   for (int32_t p = first; p < first + count; ++p) {
     const int32_t q = p - delta;
     const int32_t sb = blocks[size_t(p / bs)], db = blocks[size_t(q / bs)];
-    float* k = kv.k(db, q % bs);
-    std::memcpy(k, kv.k(sb, p % bs), sizeof(float) * size_t(kv.kv_dim));
-    std::memcpy(kv.v(db, q % bs), kv.v(sb, p % bs), sizeof(float) * size_t(kv.kv_dim));
-    if (rope) {
-      for (int32_t h = 0; h < attn.n_head_kv; ++h)
-        rope_apply(k + h * attn.head_dim, cos_t.data(), sin_t.data(), rope->n_rot, rope->neox);
-      if (kv.round_to_f16) round_to_f16(k, kv.kv_dim);  // V moved as stored, already rounded
+    for (int32_t h = 0; h < kv.n_kv_heads(); ++h) {
+      float* k = kv.k(db, q % bs, h);
+      std::memcpy(k, kv.k(sb, p % bs, h), sizeof(float) * size_t(kv.head_dim));
+      std::memcpy(kv.v(db, q % bs, h), kv.v(sb, p % bs, h), sizeof(float) * size_t(kv.head_dim));
+      if (rope) {
+        rope_apply(k, cos_t.data(), sin_t.data(), rope->n_rot, rope->neox);
+        if (kv.round_to_f16) round_to_f16(k, kv.head_dim);  // V moved as stored, already rounded
+      }
     }
   }
 }

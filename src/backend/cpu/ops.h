@@ -13,19 +13,23 @@
 
 namespace cera::cpu {
 
-// Paged KV memory of one attention layer: blocks of `block_size` tokens, each holding K then V as
-// [block_size][kv_dim] f32.
+// Paged KV memory of one attention layer: blocks of `block_size` tokens, each holding K then V, each
+// as [n_kv_heads][block_size][head_dim] f32: one KV head's keys in a block are one run, which a
+// decode step's attention streams (a block of [block_size][kv_dim] put a head's consecutive keys
+// kv_dim floats apart: tg32 after 4,096 tokens 21.7 -> 26.4-27.6 t/s on LFM2-1.2B Q4_0, 2 threads;
+// docs/BENCHMARKS.md).
 struct KvLayerView {
   float* base = nullptr;
   int32_t block_size = 0;
-  int32_t kv_dim = 0;
+  int32_t kv_dim = 0;    // n_kv_heads × head_dim
+  int32_t head_dim = 0;
   bool round_to_f16 = false;  // stored K and V are rounded to f16 values (CpuBackendOptions::round_kv_to_f16)
-  float* k(int32_t block, int32_t slot) const {
-    return base + (size_t(block) * 2 * block_size + slot) * kv_dim;
+  int32_t n_kv_heads() const { return kv_dim / head_dim; }
+  // KV head h's head_dim floats of K (V) at a slot of a block.
+  float* k(int32_t block, int32_t slot, int32_t h) const {
+    return base + size_t(block) * 2 * block_size * kv_dim + (size_t(h) * block_size + slot) * head_dim;
   }
-  float* v(int32_t block, int32_t slot) const {
-    return base + (size_t(block) * 2 * block_size + block_size + slot) * kv_dim;
-  }
+  float* v(int32_t block, int32_t slot, int32_t h) const { return k(block, slot, h) + size_t(block_size) * kv_dim; }
 };
 
 void rms_norm_row(const float* x, const float* w, float eps, float* out, int64_t n);

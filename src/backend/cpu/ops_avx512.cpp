@@ -48,7 +48,7 @@ void attention_rows(const AttentionRows& a) {
   for (int g = 0; g < NH; ++g) m[g] = -__builtin_inff();
   for (int32_t pos = 0; pos < n; ++pos) {
     const int32_t blk = a.blocks[pos / a.block_size], slot = pos % a.block_size;
-    const float* k = a.kv_base + (size_t(blk) * 2 * a.block_size + slot) * a.kv_dim + a.head_offset;
+    const float* k = a.kv_base + size_t(blk) * 2 * a.block_size * a.kv_dim + a.head_offset + size_t(slot) * d;
     __m512 s[NH];
     for (int g = 0; g < NH; ++g) s[g] = _mm512_setzero_ps();
     for (int32_t i = 0; i < d; i += 16) {
@@ -86,8 +86,7 @@ void attention_rows(const AttentionRows& a) {
     for (int u = 0; u < 4; ++u) mk[u] = c0 + 16 * u < d ? tail_mask(d - c0 - 16 * u) : __mmask16(0);
     for (int32_t pos = 0; pos < n; ++pos) {
       const int32_t blk = a.blocks[pos / a.block_size], slot = pos % a.block_size;
-      const float* v =
-          a.kv_base + (size_t(blk) * 2 * a.block_size + a.block_size + slot) * a.kv_dim + a.head_offset + c0;
+      const float* v = a.kv_base + (size_t(blk) * 2 + 1) * a.block_size * a.kv_dim + a.head_offset + size_t(slot) * d + c0;
       __m512 vv[4];
 #pragma GCC unroll 4
       for (int u = 0; u < 4; ++u) vv[u] = _mm512_maskz_loadu_ps(mk[u], v + 16 * u);

@@ -9,7 +9,8 @@ namespace cera::cpu::detail {
 
 // Up to kMaxAttentionHeads q heads of one KV head, for one token, of causal attention over the paged
 // cache: keys/values at positions [0, n_keys), position p in block blocks[p / block_size], slot
-// p % block_size; K of a block is [block_size][kv_dim] floats, V follows it. The heads' q (and
+// p % block_size; a block is 2 × block_size × kv_dim floats, K then V, the KV head's keys head_dim
+// apart from head_offset (its run: KvLayerView's layout) in K, and as far into V. The heads' q (and
 // their outputs) are head_dim apart from q (out). Each key is loaded once for all the heads; each
 // head's arithmetic is the same as alone, so its output does not depend on n_heads.
 // scores: scratch of n_heads × n_keys floats.
