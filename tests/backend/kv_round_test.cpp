@@ -74,7 +74,6 @@ TEST(KvRoundToF16, ShiftedKeysAreRoundedAfterTheirRotation) {
   RopeParams rope;
   rope.n_rot = d;
   rope.freq_base = 10000.f;
-  AttentionParams attn{1, 1, d, 1.f};
   std::vector<float> expect_k;  // the moved keys rotated in f32, before rounding
   for (int32_t p = keep + delta; p < n_pos; ++p) {
     std::vector<float> k(kv.k(blocks[size_t(p / bs)], p % bs, 0), kv.k(blocks[size_t(p / bs)], p % bs, 0) + d);
@@ -85,7 +84,7 @@ TEST(KvRoundToF16, ShiftedKeysAreRoundedAfterTheirRotation) {
     cpu::rope_apply(k.data(), c.data(), s.data(), d, rope.neox);
     expect_k.insert(expect_k.end(), k.begin(), k.end());
   }
-  cpu::shift_kv(kv, blocks, keep + delta, n_pos - keep - delta, delta, attn, &rope);
+  cpu::shift_kv(kv, blocks, keep + delta, n_pos - keep - delta, delta, &rope);
   for (int32_t p = keep; p < n_pos - delta; ++p)
     for (int32_t i = 0; i < d; ++i) {
       const float x = kv.k(blocks[size_t(p / bs)], p % bs, 0)[i];

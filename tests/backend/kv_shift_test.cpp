@@ -29,10 +29,6 @@ TEST_P(KvShift, KeysEqualRopeAtTheirNewPositionAndValuesMove) {
   rope.n_rot = d;
   rope.neox = GetParam();
   rope.freq_base = 10000.f;
-  AttentionParams attn;
-  attn.n_head = 4;
-  attn.n_head_kv = n_head_kv;
-  attn.head_dim = d;
 
   std::mt19937 rng(1);
   std::normal_distribution<float> dist;
@@ -48,7 +44,7 @@ TEST_P(KvShift, KeysEqualRopeAtTheirNewPositionAndValuesMove) {
     }
   }
   const int32_t n_keep = 3, delta = 7;
-  shift_kv(kv, blocks, n_keep + delta, n_pos - n_keep - delta, delta, attn, &rope);
+  shift_kv(kv, blocks, n_keep + delta, n_pos - n_keep - delta, delta, &rope);
 
   for (int32_t p = 0; p < n_pos - delta; ++p) {
     const int32_t source = p < n_keep ? p : p + delta;  // the token now at p

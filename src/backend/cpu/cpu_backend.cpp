@@ -221,7 +221,7 @@ class CpuBackend final : public Backend {
 
   void shift_kv(int32_t kv_layer_index, std::span<const int32_t> blocks, int32_t first, int32_t count, int32_t delta,
                 const AttentionParams& attn, const RopeParams* rope) override {
-    cpu::shift_kv(kv_layer(kv_layer_index, attn.head_dim), blocks, first, count, delta, attn, rope);
+    cpu::shift_kv(kv_layer(kv_layer_index, attn.head_dim), blocks, first, count, delta, rope);
   }
 
   void attention(int32_t kv_layer_index, const Tensor& q, const Tensor& k, const Tensor& v, Tensor out,

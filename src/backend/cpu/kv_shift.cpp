@@ -8,7 +8,7 @@
 namespace cera::cpu {
 
 void shift_kv(const KvLayerView& kv, std::span<const int32_t> blocks, int32_t first, int32_t count, int32_t delta,
-              const AttentionParams& attn, const RopeParams* rope) {
+              const RopeParams* rope) {
   const int32_t bs = kv.block_size;
   std::vector<double> inv_freq;
   std::vector<float> cos_t, sin_t;

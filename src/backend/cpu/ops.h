@@ -45,12 +45,13 @@ inline void round_to_f16(float* x, int32_t n) {
   for (int32_t i = 0; i < n; ++i) x[i] = f16_to_f32(f32_to_f16(x[i]));
 }
 
-// Writes the step's k, v into the paged cache and computes attention for every token of every
-// sequence (causal, GQA). Parallel over (token, head).
 // Context shift of one attention layer (see Backend::shift_kv); rope == nullptr: K moves unrotated.
+// The heads' shape is the view's.
 void shift_kv(const KvLayerView& kv, std::span<const int32_t> blocks, int32_t first, int32_t count, int32_t delta,
-              const AttentionParams& attn, const RopeParams* rope);
+              const RopeParams* rope);
 
+// Writes the step's k, v into the paged cache and computes attention for every token of every
+// sequence (causal, GQA). Parallel over (token, KV head, a run of its q heads).
 void attention(ThreadPool& pool, const KvLayerView& kv, std::span<const StepSequence> seqs,
                const Tensor& q, const Tensor& k, const Tensor& v, Tensor out, const AttentionParams& p);
 
